@@ -1,0 +1,97 @@
+"""RepeatFirst: output the suit of the first card dealt (``popgym.envs.repeat_first``).
+
+Dynamics (identical to popgym 1.0.7): a deck of ``N = 52 * num_decks`` cards is shuffled and one
+card is dealt at reset. Each step, with ``t`` cards dealt so far (``t >= 1``):
+
+* reward: ``+1/(N-1)`` if the action equals the suit of the first card, ``-1/(N-1)`` otherwise
+  (every step is rewarded, including the first);
+* terminated: ``t == N - 1`` (one card left in the deck before this step's deal);
+* then the next card is dealt and its suit observed.
+
+Every episode lasts exactly ``N - 1`` steps and the return lies in ``[-1, 1]`` (1 for the optimal
+policy). Never truncated. popgym's observation carries no "first card" flag: only the reset
+observation shows the card to repeat (the ``obs_augment`` is-first flag tells the agent which).
+
+Encoding: observation = one-hot of the dealt card's suit, float32 ``[4]`` (popgym:
+``Discrete(4)``). Action: ``Discrete(4)``, a suit.
+
+Difficulties (popgym ``RepeatFirst{Easy,Medium,Hard}``): easy ``num_decks=1`` (51 steps), medium
+``num_decks=8`` (415 steps), hard ``num_decks=16`` (831 steps).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from stoixlite.envs.popgym import select_difficulty
+from stoixlite.envs.popgym.cards import DECK_SIZE, NUM_SUITS, one_hot, shuffled_deck, suit_of
+from stoixlite.envs.registry import register_env
+from stoixlite.envs.types import Box, Discrete, Environment, TimeStep, restart, transition
+
+DIFFICULTY_PARAMS = {
+    "easy": {"num_decks": 1},
+    "medium": {"num_decks": 8},
+    "hard": {"num_decks": 16},
+}
+
+
+@struct.dataclass
+class RepeatFirstState:
+    """deck: int32 ``[N]`` card ids in deal order; num_dealt: int32 scalar, cards dealt so far."""
+
+    deck: jax.Array
+    num_dealt: jax.Array
+
+
+class RepeatFirst(Environment[RepeatFirstState]):
+    """JAX port of ``popgym.envs.repeat_first.RepeatFirst`` (see module docstring)."""
+
+    def __init__(self, num_decks: int = 1):
+        self.num_decks = num_decks
+        self.num_cards = DECK_SIZE * num_decks
+        self.reward_scale = 1.0 / (self.num_cards - 1)
+        self.max_episode_steps = self.num_cards - 1
+        self.observation_space = Box(0.0, 1.0, (NUM_SUITS,), jnp.float32)
+        self.action_space = Discrete(NUM_SUITS)
+
+    def _obs(self, card: jax.Array) -> jax.Array:
+        return one_hot(suit_of(card), NUM_SUITS)
+
+    def reset_from_deck(self, deck: jax.Array) -> tuple[RepeatFirstState, TimeStep]:
+        """Start an episode from a given deal order (int ``[N]``); deals the first card."""
+        deck = jnp.asarray(deck, jnp.int32)
+        state = RepeatFirstState(deck=deck, num_dealt=jnp.asarray(1, jnp.int32))
+        return state, restart(self._obs(deck[0]))
+
+    def reset(self, key: jax.Array) -> tuple[RepeatFirstState, TimeStep]:
+        return self.reset_from_deck(shuffled_deck(key, self.num_cards))
+
+    def step(self, state: RepeatFirstState, action: jax.Array) -> tuple[RepeatFirstState, TimeStep]:
+        t = state.num_dealt
+        reward = jnp.where(
+            action == self.oracle_action(state), self.reward_scale, -self.reward_scale
+        )
+        terminated = t == self.num_cards - 1
+        card = state.deck[jnp.minimum(t, self.num_cards - 1)]
+        state = state.replace(num_dealt=t + 1)
+        return state, transition(self._obs(card), reward, terminated, False)
+
+    def oracle_action(self, state: RepeatFirstState) -> jax.Array:
+        """The optimal action: the suit of the first card."""
+        return suit_of(state.deck[0])
+
+
+def encode_obs(popgym_obs) -> np.ndarray:
+    """Encode a popgym RepeatFirst observation (an int suit) as the port's float32 one-hot."""
+    out = np.zeros(NUM_SUITS, np.float32)
+    out[int(popgym_obs)] = 1.0
+    return out
+
+
+@register_env("popgym/repeat_first")
+def make_repeat_first(difficulty: str = "easy") -> RepeatFirst:
+    """RepeatFirst at ``difficulty`` (easy | medium | hard)."""
+    return RepeatFirst(**select_difficulty(difficulty, DIFFICULTY_PARAMS))

@@ -1,0 +1,141 @@
+"""Core environment types: dm_env-style ``TimeStep``, spaces and the ``Environment`` base class.
+
+Every environment in stoixlite is a pair of pure functions over an explicit state::
+
+    reset(key)           -> (state, timestep)
+    step(state, action)  -> (state, timestep)
+
+``state`` carries everything the environment needs, including its own PRNG key, so ``step`` is
+deterministic given its inputs. Specs are static attributes (``observation_space``,
+``action_space``). A single environment is unbatched; use :class:`stoixlite.envs.wrappers.VmapWrapper`
+to batch it.
+
+``TimeStep`` follows dm_env semantics:
+
+* ``step_type``: FIRST (0) after a reset, MID (1), LAST (2) on the step that ends an episode.
+* ``reward``: reward of the transition that produced this timestep (0 on FIRST).
+* ``discount``: 0.0 when the episode terminated; 1.0 otherwise, including truncation.
+* ``observation``: what the agent sees next.
+* ``extras``: a dict. Raw environments may leave it empty; after the wrappers it holds at least
+  ``next_obs`` (the true final observation on LAST steps, equal to ``observation`` otherwise),
+  ``episode_return``, ``episode_length`` (of the episode that ended, valid where LAST) and
+  ``truncated`` (LAST with discount 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+FIRST = 0
+MID = 1
+LAST = 2
+
+State = TypeVar("State")
+
+
+@struct.dataclass
+class TimeStep:
+    """A dm_env timestep. Arrays carry any leading batch axes the env has been vmapped over."""
+
+    step_type: jax.Array  # int32
+    reward: jax.Array  # float32
+    discount: jax.Array  # float32
+    observation: jax.Array
+    extras: dict[str, Any] = struct.field(default_factory=dict)
+
+    def first(self) -> jax.Array:
+        return self.step_type == FIRST
+
+    def mid(self) -> jax.Array:
+        return self.step_type == MID
+
+    def last(self) -> jax.Array:
+        return self.step_type == LAST
+
+
+def restart(observation: jax.Array, extras: dict[str, Any] | None = None) -> TimeStep:
+    """The FIRST timestep of an episode: reward 0, discount 1."""
+    return TimeStep(
+        step_type=jnp.asarray(FIRST, jnp.int32),
+        reward=jnp.asarray(0.0, jnp.float32),
+        discount=jnp.asarray(1.0, jnp.float32),
+        observation=observation,
+        extras=extras or {},
+    )
+
+
+def transition(
+    observation: jax.Array,
+    reward: jax.Array,
+    terminated: jax.Array,
+    truncated: jax.Array,
+    extras: dict[str, Any] | None = None,
+) -> TimeStep:
+    """A MID or LAST timestep from gym-style ``terminated``/``truncated`` flags.
+
+    LAST when either flag is set; discount is 0 only when terminated (a truncation bootstraps).
+    """
+    terminated = jnp.asarray(terminated, jnp.bool_)
+    truncated = jnp.asarray(truncated, jnp.bool_)
+    done = terminated | truncated
+    return TimeStep(
+        step_type=jnp.where(done, LAST, MID).astype(jnp.int32),
+        reward=jnp.asarray(reward, jnp.float32),
+        discount=jnp.where(terminated, 0.0, 1.0).astype(jnp.float32),
+        observation=observation,
+        extras=extras or {},
+    )
+
+
+@dataclass(frozen=True)
+class Discrete:
+    """A discrete action (or observation) space with ``n`` choices ``0..n-1``."""
+
+    n: int
+    shape: tuple[int, ...] = ()
+    dtype: Any = jnp.int32
+
+
+@dataclass(frozen=True)
+class Box:
+    """A box space: an array of ``shape`` with elementwise bounds ``low``/``high`` (floats)."""
+
+    low: float | tuple[float, ...]
+    high: float | tuple[float, ...]
+    shape: tuple[int, ...]
+    dtype: Any = jnp.float32
+
+
+Space = Discrete | Box
+
+
+class Environment(Generic[State]):
+    """Base class of a single (unbatched) environment with static specs.
+
+    Subclasses implement :meth:`reset` and :meth:`step` as pure JAX functions and set
+    ``observation_space`` and ``action_space``. ``max_episode_steps`` is informative (``None`` when
+    the env has no time limit).
+    """
+
+    observation_space: Box
+    action_space: Space
+    max_episode_steps: int | None = None
+
+    def reset(self, key: jax.Array) -> tuple[State, TimeStep]:
+        raise NotImplementedError
+
+    def step(self, state: State, action: jax.Array) -> tuple[State, TimeStep]:
+        raise NotImplementedError
+
+    @property
+    def unwrapped(self) -> Environment:
+        return self
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__

@@ -1,0 +1,296 @@
+"""Pure, jittable environment wrappers.
+
+Every wrapper is itself an :class:`~stoixlite.envs.types.Environment`: it forwards the specs
+(``observation_space``, ``action_space``, ``max_episode_steps``) and ``unwrapped``, and its state
+is a ``flax.struct`` dataclass holding the inner state (``env_state``) plus its own fields.
+
+The standard stack (:func:`wrap_env`) is, from the inside out::
+
+    raw env -> ObsAugmentWrapper (optional) -> AutoResetWrapper -> EpisodeStatsWrapper
+
+and the caller applies :class:`VmapWrapper` on top. ObsAugment must sit *below* AutoReset so that
+the auto-reset observation is produced by ObsAugment's ``reset`` (is_first = 1, zero previous
+action) while the true final observation keeps the last action and is_first = 0.
+
+Because a learner carries timesteps through ``lax.scan``, ``reset`` and ``step`` of every wrapper
+return timesteps with identical pytree structure and dtypes (same ``extras`` keys). A raw env must
+do the same (e.g. empty ``extras`` in both).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from stoixlite.envs.types import LAST, Box, Discrete, Environment, Space, TimeStep
+
+
+def _select(cond: jax.Array, on_true: Any, on_false: Any) -> Any:
+    """Leafwise ``where(cond, on_true, on_false)`` for two pytrees of identical structure.
+
+    ``cond`` is a scalar (per unbatched env), so this works under ``vmap``.
+    """
+    return jax.tree.map(lambda a, b: jnp.where(cond, a, b), on_true, on_false)
+
+
+class Wrapper(Environment):
+    """Base wrapper: forwards specs, ``max_episode_steps`` and ``unwrapped`` to the inner env."""
+
+    def __init__(self, env: Environment):
+        self._env = env
+        self.observation_space = env.observation_space
+        self.action_space = env.action_space
+        self.max_episode_steps = env.max_episode_steps
+
+    @property
+    def env(self) -> Environment:
+        return self._env
+
+    @property
+    def unwrapped(self) -> Environment:
+        return self._env.unwrapped
+
+    @property
+    def name(self) -> str:
+        return self._env.name
+
+    def reset(self, key: jax.Array) -> tuple[Any, TimeStep]:
+        return self._env.reset(key)
+
+    def step(self, state: Any, action: jax.Array) -> tuple[Any, TimeStep]:
+        return self._env.step(state, action)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._env!r})"
+
+
+# --------------------------------------------------------------------------------------------
+# ObsAugment: POPGym baseline observation augmentation
+# --------------------------------------------------------------------------------------------
+
+
+@struct.dataclass
+class ObsAugmentState:
+    env_state: Any
+
+
+def _flat_bounds(value: Any, size: int, shape: tuple[int, ...]) -> np.ndarray:
+    """Bounds (a scalar or ``size`` values) as a flat float64 vector of length ``size``."""
+    arr = np.asarray(value, dtype=np.float64)
+    if arr.size == size:
+        return arr.reshape(-1)
+    return np.broadcast_to(arr, shape).reshape(-1)
+
+
+def _action_width(space: Space) -> int:
+    if isinstance(space, Discrete):
+        return int(space.n)
+    return int(np.prod(space.shape, dtype=np.int64))
+
+
+class ObsAugmentWrapper(Wrapper):
+    """Appends the previous action and an is-first flag to the observation (POPGym baselines).
+
+    Observation ``[D]`` becomes ``[D + A + 1]`` (float32)::
+
+        concat(obs.reshape(-1), prev_action_encoding [A], is_first [1])
+
+    where the previous-action encoding is ``one_hot(action, n)`` for ``Discrete(n)`` (A = n) and the
+    flattened action vector for ``Box`` (A = prod(shape)). After ``reset`` the previous action is
+    zeros and is_first = 1.0; after ``step(state, a)`` it encodes ``a`` and is_first = 0.0.
+    Place this wrapper *below* :class:`AutoResetWrapper` (see :func:`wrap_env`).
+    """
+
+    def __init__(self, env: Environment):
+        super().__init__(env)
+        obs_space = env.observation_space
+        obs_dim = int(np.prod(obs_space.shape, dtype=np.int64))
+        self._obs_dim = obs_dim
+        self._act_dim = _action_width(env.action_space)
+        obs_low = _flat_bounds(obs_space.low, obs_dim, tuple(obs_space.shape))
+        obs_high = _flat_bounds(obs_space.high, obs_dim, tuple(obs_space.shape))
+        space = env.action_space
+        if isinstance(space, Discrete):
+            act_low = np.zeros(self._act_dim)
+            act_high = np.ones(self._act_dim)
+        else:
+            # Zero (the reset value) must be inside the bounds.
+            act_low = np.minimum(_flat_bounds(space.low, self._act_dim, tuple(space.shape)), 0.0)
+            act_high = np.maximum(_flat_bounds(space.high, self._act_dim, tuple(space.shape)), 0.0)
+        low = np.concatenate([obs_low, act_low, [0.0]])
+        high = np.concatenate([obs_high, act_high, [1.0]])
+        self.observation_space = Box(
+            low=tuple(float(x) for x in low),
+            high=tuple(float(x) for x in high),
+            shape=(obs_dim + self._act_dim + 1,),
+            dtype=jnp.float32,
+        )
+
+    def _encode_action(self, action: jax.Array) -> jax.Array:
+        if isinstance(self.action_space, Discrete):
+            return jax.nn.one_hot(action, self.action_space.n, dtype=jnp.float32)
+        return jnp.asarray(action, jnp.float32).reshape(-1)
+
+    def _augment(self, obs: jax.Array, prev_action: jax.Array, is_first: float) -> jax.Array:
+        return jnp.concatenate(
+            [
+                jnp.asarray(obs, jnp.float32).reshape(-1),
+                prev_action,
+                jnp.full((1,), is_first, jnp.float32),
+            ]
+        )
+
+    def reset(self, key: jax.Array) -> tuple[ObsAugmentState, TimeStep]:
+        env_state, ts = self._env.reset(key)
+        obs = self._augment(ts.observation, jnp.zeros((self._act_dim,), jnp.float32), 1.0)
+        return ObsAugmentState(env_state), ts.replace(observation=obs)
+
+    def step(self, state: ObsAugmentState, action: jax.Array) -> tuple[ObsAugmentState, TimeStep]:
+        env_state, ts = self._env.step(state.env_state, action)
+        obs = self._augment(ts.observation, self._encode_action(action), 0.0)
+        return ObsAugmentState(env_state), ts.replace(observation=obs)
+
+
+# --------------------------------------------------------------------------------------------
+# AutoReset
+# --------------------------------------------------------------------------------------------
+
+
+@struct.dataclass
+class AutoResetState:
+    env_state: Any
+    key: jax.Array
+
+
+class AutoResetWrapper(Wrapper):
+    """dm_env-style auto-reset (see DESIGN.md, Environments).
+
+    On a step whose inner timestep is LAST the returned timestep keeps ``step_type`` LAST and the
+    final transition's ``reward`` and ``discount``, but its ``observation`` is the first
+    observation of a freshly reset episode (and the returned state is that reset state). The true
+    final observation is ``extras["next_obs"]``. On every other step (and on ``reset``)
+    ``extras["next_obs"] == observation``. ``extras["truncated"]`` is ``LAST & discount == 1``
+    (bool). The wrapper's own PRNG key is split on each auto-reset (kept otherwise).
+
+    Both branches are computed and selected with ``jnp.where``, so this is vmappable.
+    """
+
+    def reset(self, key: jax.Array) -> tuple[AutoResetState, TimeStep]:
+        key, reset_key = jax.random.split(key)
+        env_state, ts = self._env.reset(reset_key)
+        extras = {
+            **ts.extras,
+            "next_obs": ts.observation,
+            "truncated": jnp.asarray(False),
+        }
+        return AutoResetState(env_state, key), ts.replace(extras=extras)
+
+    def step(self, state: AutoResetState, action: jax.Array) -> tuple[AutoResetState, TimeStep]:
+        env_state, ts = self._env.step(state.env_state, action)
+        new_key, reset_key = jax.random.split(state.key)
+        reset_state, reset_ts = self._env.reset(reset_key)
+        done = ts.step_type == LAST
+        env_state = _select(done, reset_state, env_state)
+        key = jnp.where(done, new_key, state.key)
+        observation = _select(done, reset_ts.observation, ts.observation)
+        extras = {
+            **ts.extras,
+            "next_obs": ts.observation,
+            "truncated": done & (ts.discount == 1.0),
+        }
+        ts = TimeStep(
+            step_type=ts.step_type,
+            reward=ts.reward,
+            discount=ts.discount,
+            observation=observation,
+            extras=extras,
+        )
+        return AutoResetState(env_state, key), ts
+
+
+# --------------------------------------------------------------------------------------------
+# EpisodeStats
+# --------------------------------------------------------------------------------------------
+
+
+@struct.dataclass
+class EpisodeStatsState:
+    env_state: Any
+    running_return: jax.Array  # float32
+    running_length: jax.Array  # int32
+
+
+class EpisodeStatsWrapper(Wrapper):
+    """Tracks the undiscounted return and length of the current episode.
+
+    ``extras["episode_return"]`` (float32) and ``extras["episode_length"]`` (int32) hold the
+    return/length including the current step: on LAST steps these are the completed episode's
+    values (log them where ``step_type == LAST``); the running values restart from zero after LAST.
+    On reset both are 0.
+    """
+
+    def reset(self, key: jax.Array) -> tuple[EpisodeStatsState, TimeStep]:
+        env_state, ts = self._env.reset(key)
+        zero_r = jnp.zeros((), jnp.float32)
+        zero_l = jnp.zeros((), jnp.int32)
+        extras = {**ts.extras, "episode_return": zero_r, "episode_length": zero_l}
+        return EpisodeStatsState(env_state, zero_r, zero_l), ts.replace(extras=extras)
+
+    def step(
+        self, state: EpisodeStatsState, action: jax.Array
+    ) -> tuple[EpisodeStatsState, TimeStep]:
+        env_state, ts = self._env.step(state.env_state, action)
+        ep_return = state.running_return + ts.reward.astype(jnp.float32)
+        ep_length = state.running_length + jnp.int32(1)
+        done = ts.step_type == LAST
+        new_state = EpisodeStatsState(
+            env_state,
+            jnp.where(done, 0.0, ep_return).astype(jnp.float32),
+            jnp.where(done, 0, ep_length).astype(jnp.int32),
+        )
+        extras = {**ts.extras, "episode_return": ep_return, "episode_length": ep_length}
+        return new_state, ts.replace(extras=extras)
+
+
+# --------------------------------------------------------------------------------------------
+# Vmap
+# --------------------------------------------------------------------------------------------
+
+
+class VmapWrapper(Wrapper):
+    """Batches ``num_envs`` copies of an env with ``jax.vmap``.
+
+    ``reset(key)`` splits ``key`` into ``num_envs`` keys; ``step(state, action)`` maps over the
+    leading axis of ``state`` and ``action`` (``[num_envs, ...]``). Every timestep field (and every
+    ``extras`` entry) gets a leading ``[num_envs]`` axis. The specs stay per-env (unbatched).
+    """
+
+    def __init__(self, env: Environment, num_envs: int):
+        super().__init__(env)
+        if num_envs < 1:
+            raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        self.num_envs = int(num_envs)
+
+    def reset(self, key: jax.Array) -> tuple[Any, TimeStep]:
+        keys = jax.random.split(key, self.num_envs)
+        return jax.vmap(self._env.reset)(keys)
+
+    def step(self, state: Any, action: jax.Array) -> tuple[Any, TimeStep]:
+        return jax.vmap(self._env.step)(state, action)
+
+
+def wrap_env(env: Environment, *, obs_augment: bool) -> Environment:
+    """The standard (unbatched) stack: raw -> ObsAugment (optional) -> AutoReset -> EpisodeStats.
+
+    On an auto-reset step the returned observation is the augmented first observation of the new
+    episode (is_first = 1, zero previous action) and ``extras["next_obs"]`` is the augmented true
+    final observation (last action, is_first = 0). Apply :class:`VmapWrapper` on top.
+    """
+    if obs_augment:
+        env = ObsAugmentWrapper(env)
+    env = AutoResetWrapper(env)
+    return EpisodeStatsWrapper(env)

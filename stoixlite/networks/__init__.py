@@ -1,0 +1,1 @@
+"""Networks: memory models (``networks/memory``), MLP torso and heads, actor-critic assembly."""

@@ -1,0 +1,145 @@
+"""Recurrent actor-critic assembly.
+
+Data flow for one call, time-major (T steps, B environments)::
+
+    obs [T, B, F] --> encoder MLP --> memory(carry, (embedding, start)) --> head MLP --> policy head --> dist
+                                                         |                           \-> value head  --> value [T, B]
+                                                         +--> new carry (state after step T-1)
+
+``start [T, B]`` marks the first observation of an episode; the memory resets its state before
+consuming that step. With ``shared_memory=False`` the actor and the critic each own an encoder,
+a memory and a head MLP, and the carry is the tuple ``(actor_carry, critic_carry)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import jax
+import numpy as np
+
+from stoixlite.envs.types import Box, Discrete, Space
+from stoixlite.networks.distributions import Categorical
+from stoixlite.networks.memory import build_memory
+
+_ACTIVATIONS = {"relu": nn.relu, "tanh": nn.tanh, "gelu": nn.gelu, "silu": nn.silu, "elu": nn.elu}
+
+
+def activation_fn(name: str):
+    """The activation function called ``name`` (one of relu, tanh, gelu, silu, elu)."""
+    return _ACTIVATIONS[name]
+
+
+class MLP(nn.Module):
+    """``layers`` Dense layers of width ``size`` with ``activation``, orthogonal(sqrt 2) init."""
+
+    size: int
+    layers: int
+    activation: str = "relu"
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        act = activation_fn(self.activation)
+        for _ in range(self.layers):
+            x = act(nn.Dense(self.size, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(x))
+        return x
+
+
+class CategoricalHead(nn.Module):
+    """Linear layer to ``num_actions`` logits (orthogonal 0.01 init, as in PPO implementations)."""
+
+    num_actions: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> Categorical:
+        logits = nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(0.01))(x)
+        return Categorical(logits=logits)
+
+
+def policy_head(action_space: Space) -> nn.Module:
+    """The policy head for an action space (Categorical for ``Discrete``)."""
+    if isinstance(action_space, Discrete):
+        return CategoricalHead(action_space.n)
+    if isinstance(action_space, Box):
+        raise NotImplementedError("continuous actions need the Gaussian head (POPGym pendulum issue)")
+    raise TypeError(f"unsupported action space {action_space!r}")
+
+
+class MemoryTower(nn.Module):
+    """encoder MLP -> memory -> head MLP: ``(carry, obs [T,B,F], start [T,B]) -> (carry, z [T,B,D])``."""
+
+    memory_name: str
+    memory_kwargs: dict[str, Any]
+    embed_size: int
+    encoder_layers: int
+    head_size: int
+    head_layers: int
+    activation: str
+
+    def setup(self) -> None:
+        self.encoder = MLP(self.embed_size, self.encoder_layers, self.activation)
+        self.memory = build_memory(self.memory_name, **self.memory_kwargs)
+        self.head = MLP(self.head_size, self.head_layers, self.activation)
+
+    def __call__(self, carry: Any, obs: jax.Array, start: jax.Array) -> tuple[Any, jax.Array]:
+        x = self.encoder(obs)
+        carry, y = self.memory(carry, (x, start))
+        return carry, self.head(y)
+
+    @nn.nowrap
+    def initialize_carry(self, batch_size: int) -> Any:
+        memory = build_memory(self.memory_name, parent=None, **self.memory_kwargs)
+        return memory.initialize_carry(batch_size)
+
+
+class ActorCritic(nn.Module):
+    """Recurrent actor-critic: ``(carry, obs [T,B,F], start [T,B]) -> (carry, (dist, value [T,B]))``."""
+
+    action_space: Space
+    memory_name: str
+    memory_kwargs: dict[str, Any]
+    embed_size: int = 128
+    encoder_layers: int = 1
+    head_size: int = 128
+    head_layers: int = 1
+    activation: str = "relu"
+    shared_memory: bool = True
+
+    def _tower(self, **kwargs: Any) -> MemoryTower:
+        return MemoryTower(
+            self.memory_name,
+            dict(self.memory_kwargs),
+            self.embed_size,
+            self.encoder_layers,
+            self.head_size,
+            self.head_layers,
+            self.activation,
+            **kwargs,
+        )
+
+    def setup(self) -> None:
+        self.actor_tower = self._tower()
+        if not self.shared_memory:
+            self.critic_tower = self._tower()
+        self.pi = policy_head(self.action_space)
+        self.v = nn.Dense(1, kernel_init=nn.initializers.orthogonal(1.0))
+
+    def __call__(
+        self, carry: Any, obs: jax.Array, start: jax.Array
+    ) -> tuple[Any, tuple[Any, jax.Array]]:
+        if self.shared_memory:
+            carry, z = self.actor_tower(carry, obs, start)
+            z_critic = z
+        else:
+            actor_carry, z = self.actor_tower(carry[0], obs, start)
+            critic_carry, z_critic = self.critic_tower(carry[1], obs, start)
+            carry = (actor_carry, critic_carry)
+        value = self.v(z_critic)[..., 0]
+        return carry, (self.pi(z), value)
+
+    @nn.nowrap
+    def initialize_carry(self, batch_size: int) -> Any:
+        carry = self._tower(parent=None).initialize_carry(batch_size)
+        return carry if self.shared_memory else (carry, carry)
+

@@ -1,0 +1,72 @@
+"""Small helpers shared by the memory models (no model is registered here)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax.linen import initializers
+
+Array = jax.Array
+Initializer = Callable[..., Array]
+
+ACTIVATIONS: dict[str, Callable[[Array], Array]] = {
+    "relu": jax.nn.relu,
+    "tanh": jnp.tanh,
+    "gelu": jax.nn.gelu,
+    "silu": jax.nn.silu,
+    "swish": jax.nn.silu,
+    "elu": jax.nn.elu,
+    "leaky_relu": jax.nn.leaky_relu,
+    "identity": lambda x: x,
+}
+
+
+def get_activation(name: str) -> Callable[[Array], Array]:
+    """Activation function by name (raises ``KeyError`` listing the choices)."""
+    if name not in ACTIVATIONS:
+        raise KeyError(f"unknown activation {name!r}; choose one of {sorted(ACTIVATIONS)}")
+    return ACTIVATIONS[name]
+
+
+def stacked_init(base: Initializer, num_blocks: int) -> Initializer:
+    """Initialiser for a ``[in, num_blocks * out]`` kernel made of independently initialised blocks.
+
+    A fused recurrent kernel ``[H, k*H]`` initialised with ``orthogonal()`` as a whole would only
+    have orthogonal rows; per-gate blocks initialised separately match ``flax.linen.GRUCell``
+    (one orthogonal ``[H, H]`` matrix per gate).
+    """
+
+    def init(key: Array, shape: tuple[int, ...], dtype: Any = jnp.float32) -> Array:
+        *lead, cols = shape
+        if cols % num_blocks:
+            raise ValueError(f"{cols} columns do not split into {num_blocks} blocks")
+        keys = jax.random.split(key, num_blocks)
+        block = (*lead, cols // num_blocks)
+        return jnp.concatenate([base(k, block, dtype) for k in keys], axis=-1)
+
+    return init
+
+
+default_kernel_init = initializers.lecun_normal()
+default_recurrent_init = initializers.orthogonal()
+
+
+def reset_tree(start: Array, initial: Any, state: Any) -> Any:
+    """``where(start, initial, state)`` leaf by leaf; ``start`` is ``[B]`` (broadcast on the right)."""
+
+    def pick(i: Array, s: Array) -> Array:
+        flag = start.reshape(start.shape + (1,) * (s.ndim - start.ndim))
+        return jnp.where(flag, i, s)
+
+    return jax.tree_util.tree_map(pick, initial, state)
+
+
+def check_inputs(x: Array, start: Array) -> None:
+    """Shape checks for the time-major contract ``x [T, B, F]``, ``start [T, B]``."""
+    if x.ndim != 3:
+        raise ValueError(f"memory input x must be time-major [T, B, F], got shape {x.shape}")
+    if start.shape != x.shape[:2]:
+        raise ValueError(f"start flags must have shape [T, B] = {x.shape[:2]}, got {start.shape}")

@@ -1,0 +1,77 @@
+"""Gated recurrent unit (Cho et al. 2014), evaluated with ``jax.lax.scan``.
+
+Same equations and initialisers as ``flax.linen.GRUCell``::
+
+    r  = sigmoid(W_ir x + b_ir + W_hr h)
+    z  = sigmoid(W_iz x + b_iz + W_hz h)
+    n  = tanh(W_in x + b_in + r * (W_hn h + b_hn))
+    h' = (1 - z) * n + z * h
+
+Performance: the input projections ``W_i* x`` for all T steps are one ``[T*B, F] x [F, 3H]``
+matmul outside the scan; inside the scan only the fused ``[B, H] x [H, 3H]`` recurrent matmul and
+the gates remain. The scan is unrolled ``unroll`` steps per loop iteration (see
+docs/memory_models.md for the measurement behind the default).
+"""
+
+from __future__ import annotations
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from stoixlite.networks.memory import register_memory
+from stoixlite.networks.memory._common import (
+    check_inputs,
+    default_kernel_init,
+    default_recurrent_init,
+    stacked_init,
+)
+
+Array = jax.Array
+
+
+@register_memory("gru")
+class GRU(nn.Module):
+    """GRU memory. Carry: ``h`` of shape ``[B, hidden_size]`` (zeros at episode start).
+
+    ``__call__(carry, (x, start))`` with ``x [T, B, F]`` float32 and ``start [T, B]`` bool returns
+    ``(h_T, y)`` with ``y [T, B, hidden_size]`` the hidden state after every step. Where
+    ``start[t, b]`` the state is reset to zeros before ``x[t, b]`` is consumed.
+    """
+
+    hidden_size: int
+    unroll: int = 4
+
+    @nn.nowrap
+    def initialize_carry(self, batch_size: int) -> Array:
+        return jnp.zeros((batch_size, self.hidden_size), jnp.float32)
+
+    @nn.compact
+    def __call__(self, carry: Array, inputs: tuple[Array, Array]) -> tuple[Array, Array]:
+        x, start = inputs
+        check_inputs(x, start)
+        H = self.hidden_size
+        w_i = self.param("input_kernel", stacked_init(default_kernel_init, 3), (x.shape[-1], 3 * H))
+        b_i = self.param("input_bias", nn.initializers.zeros_init(), (3 * H,))
+        w_h = self.param("recurrent_kernel", stacked_init(default_recurrent_init, 3), (H, 3 * H))
+        b_hn = self.param("recurrent_bias_n", nn.initializers.zeros_init(), (H,))
+
+        xp = jnp.einsum("tbf,fg->tbg", x, w_i) + b_i  # [T, B, 3H], all steps at once
+        h0 = jnp.zeros_like(carry)
+
+        def step(h: Array, inp: tuple[Array, Array]) -> tuple[Array, Array]:
+            xt, st = inp
+            h = jnp.where(st[:, None], h0, h)
+            hh = h @ w_h
+            xr, xz, xn = jnp.split(xt, 3, axis=-1)
+            hr, hz, hn = jnp.split(hh, 3, axis=-1)
+            r = jax.nn.sigmoid(xr + hr)
+            z = jax.nn.sigmoid(xz + hz)
+            n = jnp.tanh(xn + r * (hn + b_hn))
+            h = (1.0 - z) * n + z * h
+            return h, h
+
+        if x.shape[0] == 1:  # rollout path: no loop
+            h, y = step(carry, (xp[0], start[0]))
+            return h, y[None]
+        return jax.lax.scan(step, carry, (xp, start), unroll=self.unroll)

@@ -1,0 +1,168 @@
+"""One PPO update and the jitted learn chunk (``lax.scan`` over updates, learner state donated).
+
+An update: rollout -> bootstrap values -> GAE -> epochs x minibatches of sequences. Minibatches
+are sets of training sequences: whole per-env rollouts (``bptt_length = 0``), or contiguous
+chunks of ``bptt_length`` steps, each starting from the carry the rollout had at that step (no
+zero padding, no strided chunks). Sequences are shuffled each epoch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+
+from stoixlite.envs.types import Environment
+from stoixlite.ppo.gae import gae_advantages
+from stoixlite.ppo.loss import SequenceBatch, ppo_loss
+from stoixlite.ppo.rollout import ApplyFn, bootstrap_values, rollout
+from stoixlite.ppo.types import LearnerState, PPOConfig, Transition
+
+
+def make_optimizer(cfg: PPOConfig) -> optax.GradientTransformation:
+    """Adam with global-norm gradient clipping and optional linear LR annealing to 0."""
+    steps_per_update = cfg.epochs * cfg.num_minibatches
+    if cfg.anneal_lr:
+        lr = optax.linear_schedule(cfg.lr, 0.0, cfg.num_updates * steps_per_update)
+    else:
+        lr = cfg.lr
+    return optax.chain(
+        optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(lr, eps=cfg.adam_eps)
+    )
+
+
+def make_sequences(
+    traj: Transition, advantage: jax.Array, target: jax.Array, carries_before: Any, bptt: int
+) -> SequenceBatch:
+    """Cut ``[T, N]`` data into ``[L, S]`` training sequences with their initial carries.
+
+    ``carries_before[t]`` is the carry before step t. With ``bptt = 0`` (or T), L = T and S = N.
+    Otherwise L = bptt, S = (T / L) * N, and sequence ``k * N + n`` covers steps
+    ``[k L, (k+1) L)`` of env n, starting from ``carries_before[k L, n]``.
+    """
+    t, n = traj.reward.shape
+    length = t if bptt in (0, t) else bptt
+    chunks = t // length
+
+    def chunk(x: jax.Array) -> jax.Array:  # [T, N, ...] -> [L, S, ...]
+        x = x.reshape((chunks, length, n) + x.shape[2:])
+        return jnp.swapaxes(x, 0, 1).reshape((length, chunks * n) + x.shape[3:])
+
+    init_carry = jax.tree.map(
+        lambda c: c[::length].reshape((chunks * n,) + c.shape[2:]), carries_before
+    )
+    return SequenceBatch(
+        obs=chunk(traj.obs),
+        start=chunk(traj.start),
+        action=chunk(traj.action),
+        log_prob=chunk(traj.log_prob),
+        value=chunk(traj.value),
+        advantage=chunk(advantage),
+        target=chunk(target),
+        init_carry=init_carry,
+    )
+
+
+def split_minibatches(batch: SequenceBatch, perm: jax.Array, num_minibatches: int) -> SequenceBatch:
+    """Shuffle sequences by ``perm`` and split them into ``[M, ...]`` minibatches."""
+    m = num_minibatches
+
+    def time_major(x: jax.Array) -> jax.Array:  # [L, S, ...] -> [M, L, S/M, ...]
+        x = jnp.take(x, perm, axis=1)
+        x = x.reshape((x.shape[0], m, x.shape[1] // m) + x.shape[2:])
+        return jnp.swapaxes(x, 0, 1)
+
+    def batch_major(x: jax.Array) -> jax.Array:  # [S, ...] -> [M, S/M, ...]
+        x = jnp.take(x, perm, axis=0)
+        return x.reshape((m, x.shape[0] // m) + x.shape[1:])
+
+    fields = {k: time_major(v) for k, v in vars(batch).items() if k != "init_carry"}
+    return SequenceBatch(**fields, init_carry=jax.tree.map(batch_major, batch.init_carry))
+
+
+def episode_metrics(traj: Transition) -> dict[str, jax.Array]:
+    """Mean return/length of the episodes that ended in this rollout (NaN-free: count may be 0)."""
+    count = traj.last.sum()
+    denom = jnp.maximum(count, 1)
+    return {
+        "train/episode_return": jnp.where(traj.last, traj.episode_return, 0.0).sum() / denom,
+        "train/episode_length": jnp.where(traj.last, traj.episode_length, 0).sum() / denom,
+        "train/episodes": count,
+    }
+
+
+def explained_variance(value: jax.Array, target: jax.Array) -> jax.Array:
+    """``1 - Var[target - value] / Var[target]`` (0 when the target is constant)."""
+    var = jnp.var(target)
+    return jnp.where(var > 0, 1.0 - jnp.var(target - value) / jnp.where(var > 0, var, 1.0), 0.0)
+
+
+def make_update(
+    apply_fn: ApplyFn,
+    env: Environment,
+    tx: optax.GradientTransformation,
+    cfg: PPOConfig,
+    rollout_unroll: int = 1,
+) -> Callable[[LearnerState], tuple[LearnerState, dict[str, jax.Array]]]:
+    """Build ``update(state) -> (state, metrics)``: one rollout and ``epochs x minibatches`` steps."""
+    grad_fn = jax.grad(lambda p, b: ppo_loss(p, apply_fn, b, cfg), has_aux=True)
+
+    def update(state: LearnerState) -> tuple[LearnerState, dict[str, jax.Array]]:
+        initial_carry = state.carry
+        state, traj, carries_after = rollout(
+            apply_fn, env, state, cfg.rollout_length, rollout_unroll
+        )
+        next_value = bootstrap_values(apply_fn, state.params, traj, carries_after)
+        advantage, target = gae_advantages(
+            traj.reward, traj.discount, traj.last, traj.value, next_value, cfg.gamma, cfg.gae_lambda
+        )
+        carries_before = jax.tree.map(
+            lambda c0, c: jnp.concatenate([c0[None], c[:-1]], axis=0), initial_carry, carries_after
+        )
+        sequences = make_sequences(traj, advantage, target, carries_before, cfg.bptt_length)
+        num_sequences = sequences.start.shape[1]
+
+        def minibatch_step(carry: tuple, batch: SequenceBatch) -> tuple[tuple, dict]:
+            params, opt_state = carry
+            grads, metrics = grad_fn(params, batch)
+            updates, opt_state = tx.update(grads, opt_state, params)
+            return (optax.apply_updates(params, updates), opt_state), metrics
+
+        def epoch_step(carry: tuple, key: jax.Array) -> tuple[tuple, dict]:
+            perm = jax.random.permutation(key, num_sequences)
+            minibatches = split_minibatches(sequences, perm, cfg.num_minibatches)
+            return jax.lax.scan(minibatch_step, carry, minibatches)
+
+        key, epoch_key = jax.random.split(state.key)
+        (params, opt_state), loss_metrics = jax.lax.scan(
+            epoch_step, (state.params, state.opt_state), jax.random.split(epoch_key, cfg.epochs)
+        )
+        metrics = {k: v.mean() for k, v in loss_metrics.items()}
+        # The rollout/replay identity: first minibatch of the first epoch.
+        metrics["loss/first_ratio_max_dev"] = loss_metrics["loss/ratio_max_dev"][0, 0]
+        metrics["loss/first_value_max_dev"] = loss_metrics["loss/value_max_dev"][0, 0]
+        metrics["train/explained_variance"] = explained_variance(traj.value, target)
+        metrics.update(episode_metrics(traj))
+        state = state.replace(
+            params=params, opt_state=opt_state, key=key, update_step=state.update_step + 1
+        )
+        return state, metrics
+
+    return update
+
+
+def make_learn_chunk(
+    update: Callable[[LearnerState], tuple[LearnerState, dict[str, jax.Array]]], num_updates: int
+) -> Callable[[LearnerState], tuple[LearnerState, dict[str, jax.Array]]]:
+    """``lax.scan`` of ``num_updates`` updates, jitted with the learner state donated.
+
+    Metrics come back stacked ``[num_updates]``; nothing touches the host inside the chunk.
+    """
+
+    def learn_chunk(state: LearnerState) -> tuple[LearnerState, dict[str, jax.Array]]:
+        return jax.lax.scan(lambda s, _: update(s), state, None, length=num_updates)
+
+    return jax.jit(learn_chunk, donate_argnums=0)

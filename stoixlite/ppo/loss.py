@@ -1,0 +1,66 @@
+"""The clipped PPO loss over a minibatch of whole (or chunked) sequences."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+from flax import struct
+
+from stoixlite.ppo.rollout import ApplyFn
+from stoixlite.ppo.types import PPOConfig
+
+
+@struct.dataclass
+class SequenceBatch:
+    """Training sequences, time-major ``[L, S, ...]``, each starting from ``init_carry [S, ...]``."""
+
+    obs: jax.Array
+    start: jax.Array
+    action: jax.Array
+    log_prob: jax.Array
+    value: jax.Array
+    advantage: jax.Array
+    target: jax.Array  # GAE return (value target)
+    init_carry: Any
+
+
+def ppo_loss(
+    params: Any, apply_fn: ApplyFn, batch: SequenceBatch, cfg: PPOConfig
+) -> tuple[jax.Array, dict[str, jax.Array]]:
+    """Clipped surrogate + (optionally clipped) value loss - entropy bonus.
+
+    Replays the sequences from the rollout's carries, so on the first minibatch of the first epoch
+    the replayed log-probs equal the behaviour log-probs (``ratio_max_dev`` ~ 0).
+    """
+    _, (dist, value) = apply_fn(params, batch.init_carry, batch.obs, batch.start)
+    log_prob = dist.log_prob(batch.action)
+    log_ratio = log_prob - batch.log_prob
+    ratio = jnp.exp(log_ratio)
+
+    adv = batch.advantage
+    if cfg.normalize_advantages:
+        adv = (adv - adv.mean()) / (adv.std() + 1e-8)
+    surrogate = jnp.minimum(ratio * adv, jnp.clip(ratio, 1 - cfg.clip_eps, 1 + cfg.clip_eps) * adv)
+    policy_loss = -surrogate.mean()
+
+    value_error = jnp.square(value - batch.target)
+    if cfg.value_clip_eps > 0:
+        clipped = batch.value + jnp.clip(value - batch.value, -cfg.value_clip_eps, cfg.value_clip_eps)
+        value_error = jnp.maximum(value_error, jnp.square(clipped - batch.target))
+    value_loss = 0.5 * value_error.mean()
+
+    entropy = dist.entropy().mean()
+    total = policy_loss + cfg.vf_coef * value_loss - cfg.ent_coef * entropy
+    metrics = {
+        "loss/total": total,
+        "loss/policy": policy_loss,
+        "loss/value": value_loss,
+        "loss/entropy": entropy,
+        "loss/approx_kl": ((ratio - 1.0) - log_ratio).mean(),
+        "loss/clip_fraction": (jnp.abs(ratio - 1.0) > cfg.clip_eps).mean(),
+        "loss/ratio_max_dev": jnp.abs(ratio - 1.0).max(),
+        "loss/value_max_dev": jnp.abs(value - batch.value).max(),
+    }
+    return total, metrics

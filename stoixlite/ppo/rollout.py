@@ -1,0 +1,78 @@
+"""The rollout: ``lax.scan`` over ``rollout_length`` steps of (policy with T=1, vmapped env step)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from stoixlite.envs.types import MID, Environment
+from stoixlite.ppo.types import LearnerState, Transition
+
+ApplyFn = Callable[[Any, Any, jax.Array, jax.Array], tuple[Any, tuple[Any, jax.Array]]]
+
+
+def start_flags(timestep) -> jax.Array:
+    """Start flag of ``timestep.observation``: FIRST (initial reset) or LAST (auto-reset)."""
+    return timestep.step_type != MID
+
+
+def rollout(
+    apply_fn: ApplyFn, env: Environment, state: LearnerState, length: int, unroll: int = 1
+) -> tuple[LearnerState, Transition, Any]:
+    """Run ``length`` steps of all (vmapped) envs.
+
+    Returns the advanced state, the ``[T, N]`` trajectory and the memory carries *after* each step
+    ``[T, N, ...]`` (carry after consuming obs t; the carry before step t is the one after t-1,
+    and ``state.carry`` before step 0).
+    """
+
+    def step(carry: tuple, _: None) -> tuple[tuple, tuple[Transition, Any]]:
+        params, env_state, timestep, mem, key = carry
+        key, act_key = jax.random.split(key)
+        obs = timestep.observation
+        start = start_flags(timestep)
+        mem, (dist, value) = apply_fn(params, mem, obs[None], start[None])
+        action = dist.sample(act_key)[0]
+        log_prob = dist.log_prob(action[None])[0]
+        env_state, next_ts = env.step(env_state, action)
+        transition = Transition(
+            obs=obs,
+            start=start,
+            action=action,
+            log_prob=log_prob,
+            value=value[0],
+            reward=next_ts.reward,
+            discount=next_ts.discount,
+            last=next_ts.last(),
+            truncated=next_ts.extras["truncated"],
+            next_obs=next_ts.extras["next_obs"],
+            episode_return=next_ts.extras["episode_return"],
+            episode_length=next_ts.extras["episode_length"],
+        )
+        return (params, env_state, next_ts, mem, key), (transition, mem)
+
+    init = (state.params, state.env_state, state.timestep, state.carry, state.key)
+    (_, env_state, timestep, mem, key), (traj, carries_after) = jax.lax.scan(
+        step, init, None, length=length, unroll=unroll
+    )
+    state = state.replace(env_state=env_state, timestep=timestep, carry=mem, key=key)
+    return state, traj, carries_after
+
+
+def bootstrap_values(apply_fn: ApplyFn, params: Any, traj: Transition, carries_after: Any) -> jax.Array:
+    """V(true next observation) for every step ``[T, N]`` in one batched T=1 call.
+
+    For step t the next observation is ``traj.next_obs[t]`` (the true final observation on LAST
+    steps) consumed from the carry after step t without a reset. Inside an episode this equals the
+    rollout's ``value[t+1]``; on a truncation it is the value needed to bootstrap.
+    """
+    t, n = traj.reward.shape
+    flat = lambda x: x.reshape((t * n,) + x.shape[2:])
+    carry = jax.tree.map(flat, carries_after)
+    obs = flat(traj.next_obs)[None]
+    start = jnp.zeros((1, t * n), dtype=bool)
+    _, (_, value) = apply_fn(params, carry, obs, start)
+    return value[0].reshape(t, n)

@@ -1,0 +1,71 @@
+"""Data containers of the PPO core (flax struct dataclasses, so they pass through jit/scan)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+from flax import struct
+
+from stoixlite.envs.types import TimeStep
+
+
+@struct.dataclass
+class LearnerState:
+    """Everything one update needs; the learn chunk donates and returns it.
+
+    ``timestep`` is the latest timestep of each env ``[N]``; its observation is the next input and
+    ``timestep.step_type != MID`` is that input's start flag (FIRST after the initial reset, LAST
+    after an auto-reset). ``carry`` is the memory state *before* that observation is consumed.
+    """
+
+    params: Any
+    opt_state: Any
+    env_state: Any
+    timestep: TimeStep
+    carry: Any
+    key: jax.Array
+    update_step: jax.Array  # int32 scalar: updates done so far
+
+
+@struct.dataclass
+class Transition:
+    """One rollout step for all envs, stacked by the rollout scan to ``[T, N, ...]``."""
+
+    obs: jax.Array  # [N, F] input observation
+    start: jax.Array  # [N] bool: obs is the first of an episode (memory resets before it)
+    action: jax.Array  # [N] (or [N, A] continuous)
+    log_prob: jax.Array  # [N] behaviour log-prob
+    value: jax.Array  # [N] V(obs)
+    reward: jax.Array  # [N]
+    discount: jax.Array  # [N] 0 iff terminated
+    last: jax.Array  # [N] bool: episode ended (terminated or truncated)
+    truncated: jax.Array  # [N] bool: ended by a time limit (LAST with discount 1)
+    next_obs: jax.Array  # [N, F] true next observation (final one on LAST)
+    episode_return: jax.Array  # [N] return of the episode that ended (valid where last)
+    episode_length: jax.Array  # [N] length of the episode that ended (valid where last)
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """Static PPO hyperparameters (validated by ``stoixlite.config``)."""
+
+    num_envs: int
+    rollout_length: int
+    epochs: int
+    num_minibatches: int
+    bptt_length: int  # 0: whole rollout sequences; else contiguous chunks of this length
+    gamma: float
+    gae_lambda: float
+    clip_eps: float
+    value_clip_eps: float  # 0: unclipped value loss
+    vf_coef: float
+    ent_coef: float
+    lr: float
+    anneal_lr: bool
+    max_grad_norm: float
+    adam_eps: float
+    normalize_advantages: bool
+    num_updates: int  # total updates of the run (for LR annealing)
+    updates_per_chunk: int

@@ -1,0 +1,210 @@
+"""Wrapper semantics on a tiny deterministic counting env (the 3-step example of the Stoix thread).
+
+CountingEnv: observation ``[t, offset]`` where ``t`` counts steps since reset and ``offset`` is a
+random number drawn from the reset key (so we can tell episodes apart); reward ``10 * t + a``
+(``t`` after the step, ``a`` the action's first component); the episode ends after ``length``
+steps, by termination (discount 0) or by truncation (discount 1).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import struct
+
+from stoixlite.envs.types import FIRST, LAST, MID, Box, Discrete, Environment, restart, transition
+from stoixlite.envs.wrappers import (
+    AutoResetWrapper,
+    EpisodeStatsWrapper,
+    ObsAugmentWrapper,
+    VmapWrapper,
+    wrap_env,
+)
+
+
+@struct.dataclass
+class CountState:
+    t: jax.Array
+    offset: jax.Array
+
+
+class CountingEnv(Environment):
+    def __init__(self, length: int = 3, truncate: bool = False, box_action: bool = False):
+        self.length = length
+        self.truncate = truncate
+        self.observation_space = Box(low=-10.0, high=10.0, shape=(2,))
+        self.action_space = (
+            Box(low=-1.0, high=1.0, shape=(2,)) if box_action else Discrete(n=3)
+        )
+        self.max_episode_steps = length if truncate else None
+
+    def _obs(self, s: CountState) -> jax.Array:
+        return jnp.stack([s.t.astype(jnp.float32), s.offset])
+
+    def reset(self, key):
+        s = CountState(jnp.int32(0), jax.random.uniform(key))
+        return s, restart(self._obs(s))
+
+    def step(self, state, action):
+        s = CountState(state.t + 1, state.offset)
+        a0 = jnp.asarray(action, jnp.float32).reshape(-1)[0]
+        reward = 10.0 * s.t + a0
+        end = s.t >= self.length
+        terminated = end & (not self.truncate)
+        truncated = end & self.truncate
+        return s, transition(self._obs(s), reward, terminated, truncated)
+
+
+def rollout(env: Environment, actions: jax.Array, seed: int = 0):
+    """Reset then step through ``actions`` (leading time axis) with lax.scan.
+
+    Carrying the timestep through the scan also checks that reset and step timesteps have the
+    same pytree structure and dtypes. Returns (reset timestep, stacked step timesteps).
+    """
+
+    def body(carry, action):
+        state, _ = carry
+        state, ts = env.step(state, action)
+        return (state, ts), ts
+
+    state, ts0 = env.reset(jax.random.key(seed))
+    _, traj = jax.lax.scan(body, (state, ts0), actions)
+    return ts0, traj
+
+
+@pytest.fixture(scope="module")
+def discrete_traj():
+    env = wrap_env(CountingEnv(length=3), obs_augment=False)
+    actions = jnp.array([1, 2, 0, 1, 2, 0, 1], jnp.int32)
+    ts0, traj = jax.jit(lambda a: rollout(env, a))(actions)
+    return actions, ts0, traj
+
+
+def test_auto_reset_three_step_example(discrete_traj):
+    actions, ts0, traj = discrete_traj
+    np.testing.assert_array_equal(np.asarray(ts0.observation)[0], 0.0)
+    assert int(ts0.step_type) == FIRST and float(ts0.discount) == 1.0
+    np.testing.assert_array_equal(ts0.extras["next_obs"], ts0.observation)
+    assert not bool(ts0.extras["truncated"])
+
+    st = np.asarray(traj.step_type)
+    np.testing.assert_array_equal(st, [MID, MID, LAST, MID, MID, LAST, MID])
+    t_obs = np.asarray(traj.observation)[:, 0]
+    # LAST's observation is already the next episode's first (t=0); we never see t=3 there.
+    np.testing.assert_array_equal(t_obs, [1, 2, 0, 1, 2, 0, 1])
+    # next_obs is the true final observation on LAST and the observation otherwise.
+    nxt = np.asarray(traj.extras["next_obs"])
+    np.testing.assert_array_equal(nxt[:, 0], [1, 2, 3, 1, 2, 3, 1])
+    notlast = st != LAST
+    np.testing.assert_array_equal(nxt[notlast], np.asarray(traj.observation)[notlast])
+    # Final reward and discount of the transition that ended the episode.
+    np.testing.assert_allclose(traj.reward, 10.0 * np.array([1, 2, 3, 1, 2, 3, 1]) + actions)
+    np.testing.assert_array_equal(traj.discount, [1, 1, 0, 1, 1, 0, 1])
+    assert not np.asarray(traj.extras["truncated"]).any()
+    # The offset identifies the episode: constant within one, fresh after each auto-reset
+    # (the AutoReset key is split on each reset), and next_obs keeps the old episode's offset.
+    off = np.asarray(traj.observation)[:, 1]
+    ep0 = float(ts0.observation[1])
+    np.testing.assert_array_equal(off[:2], ep0)
+    np.testing.assert_array_equal(nxt[2, 1], ep0)
+    assert off[2] != ep0 and off[5] != off[2]
+    np.testing.assert_array_equal(off[3:5], off[2])
+    np.testing.assert_array_equal(nxt[5, 1], off[2])
+
+
+def test_episode_stats(discrete_traj):
+    actions, ts0, traj = discrete_traj
+    assert float(ts0.extras["episode_return"]) == 0.0
+    assert int(ts0.extras["episode_length"]) == 0
+    rewards = np.asarray(traj.reward)
+    np.testing.assert_allclose(
+        traj.extras["episode_return"],
+        [rewards[0], rewards[:2].sum(), rewards[:3].sum(), rewards[3]]
+        + [rewards[3:5].sum(), rewards[3:6].sum(), rewards[6]],
+    )
+    np.testing.assert_array_equal(traj.extras["episode_length"], [1, 2, 3, 1, 2, 3, 1])
+    assert traj.extras["episode_return"].dtype == jnp.float32
+    assert traj.extras["episode_length"].dtype == jnp.int32
+
+
+def test_truncation_keeps_discount_one():
+    env = wrap_env(CountingEnv(length=2, truncate=True), obs_augment=False)
+    _, traj = rollout(env, jnp.zeros((5,), jnp.int32))
+    np.testing.assert_array_equal(traj.step_type, [MID, LAST, MID, LAST, MID])
+    np.testing.assert_array_equal(traj.discount, 1.0)
+    np.testing.assert_array_equal(traj.extras["truncated"], [False, True, False, True, False])
+    np.testing.assert_array_equal(np.asarray(traj.extras["next_obs"])[:, 0], [1, 2, 1, 2, 1])
+    np.testing.assert_array_equal(np.asarray(traj.observation)[:, 0], [1, 0, 1, 0, 1])
+
+
+def test_obs_augment_discrete_around_auto_reset():
+    env = wrap_env(CountingEnv(length=2), obs_augment=True)
+    assert env.observation_space.shape == (2 + 3 + 1,)
+    assert env.action_space == Discrete(n=3)
+    actions = jnp.array([2, 1, 0, 2], jnp.int32)
+    ts0, traj = rollout(env, actions)
+    np.testing.assert_array_equal(ts0.observation[2:], [0, 0, 0, 1])
+    obs, nxt = np.asarray(traj.observation), np.asarray(traj.extras["next_obs"])
+    assert obs.dtype == np.float32
+    eye = np.eye(3)
+    # step 0: MID, prev action 2, not first
+    np.testing.assert_array_equal(obs[0, 2:], [*eye[2], 0])
+    np.testing.assert_array_equal(obs[0], nxt[0])
+    # step 1: LAST -> new episode's first obs (zero action, is_first 1); next_obs is the true
+    # final augmented observation (t=2, last action 1, is_first 0)
+    assert int(traj.step_type[1]) == LAST
+    np.testing.assert_array_equal(obs[1, [0, 2, 3, 4, 5]], [0, 0, 0, 0, 1])
+    np.testing.assert_array_equal(nxt[1, [0, 2, 3, 4, 5]], [2, *eye[1], 0])
+    # step 2 continues the new episode
+    np.testing.assert_array_equal(obs[2, [0, 2, 3, 4, 5]], [1, *eye[0], 0])
+    np.testing.assert_array_equal(obs[3, [0, 5]], [0, 1])
+    np.testing.assert_array_equal(nxt[3, [0, 2, 3, 4, 5]], [2, *eye[2], 0])
+
+
+def test_obs_augment_box_action_and_space():
+    raw = CountingEnv(length=2, box_action=True)
+    aug = ObsAugmentWrapper(raw)
+    space = aug.observation_space
+    assert space.shape == (5,)
+    np.testing.assert_array_equal(space.low, [-10, -10, -1, -1, 0])
+    np.testing.assert_array_equal(space.high, [10, 10, 1, 1, 1])
+    assert aug.unwrapped is raw and aug.action_space is raw.action_space
+    env = wrap_env(raw, obs_augment=True)
+    actions = jnp.array([[0.5, -0.25], [0.75, 0.125], [-1.0, 1.0]], jnp.float32)
+    ts0, traj = rollout(env, actions)
+    np.testing.assert_array_equal(ts0.observation[2:], [0, 0, 1])
+    obs, nxt = np.asarray(traj.observation), np.asarray(traj.extras["next_obs"])
+    np.testing.assert_array_equal(obs[0, 2:], [0.5, -0.25, 0])
+    np.testing.assert_array_equal(obs[1, [0, 2, 3, 4]], [0, 0, 0, 1])  # auto-reset
+    np.testing.assert_array_equal(nxt[1, [0, 2, 3, 4]], [2, 0.75, 0.125, 0])
+    np.testing.assert_array_equal(obs[2, [0, 2, 3, 4]], [1, -1.0, 1.0, 0])
+
+
+def test_vmap_shapes_and_independence():
+    num_envs = 4
+    env = VmapWrapper(wrap_env(CountingEnv(length=3), obs_augment=True), num_envs)
+    assert env.observation_space.shape == (6,) and env.max_episode_steps is None
+    assert isinstance(env.unwrapped, CountingEnv)
+    state, ts = env.reset(jax.random.key(3))
+    assert ts.observation.shape == (num_envs, 6)
+    assert len(set(np.asarray(ts.observation)[:, 1].tolist())) == num_envs  # distinct keys
+    actions = jnp.array([0, 1, 2, 0], jnp.int32)
+    state, ts = jax.jit(env.step)(state, actions)
+    for leaf in (ts.step_type, ts.reward, ts.discount, ts.extras["truncated"]):
+        assert leaf.shape == (num_envs,)
+    assert ts.extras["next_obs"].shape == (num_envs, 6)
+    assert ts.extras["episode_return"].shape == (num_envs,)
+    np.testing.assert_allclose(ts.reward, 10.0 + np.asarray(actions))
+    np.testing.assert_array_equal(np.asarray(ts.observation)[:, 2:5], np.eye(3)[actions])
+
+
+def test_wrappers_forward_specs():
+    raw = CountingEnv(length=3, truncate=True)
+    for wrapper in (AutoResetWrapper, EpisodeStatsWrapper):
+        w = wrapper(raw)
+        assert w.observation_space == raw.observation_space
+        assert w.action_space == raw.action_space
+        assert w.max_episode_steps == 3
+        assert w.unwrapped is raw

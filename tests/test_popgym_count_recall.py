@@ -1,0 +1,102 @@
+"""CountRecall port vs popgym.envs.count_recall, replayed step for step."""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import numpy as np
+import pytest
+from popgym.envs import count_recall as ref_module
+from popgym_harness import assert_equivalent, encode_space, random_actions, replay
+
+from stoixlite.envs.popgym import count_recall
+from stoixlite.envs.popgym.cards import deal_order_from_popgym
+from stoixlite.envs.types import LAST
+
+REFERENCE = {
+    "easy": ref_module.CountRecallEasy,
+    "medium": ref_module.CountRecallMedium,
+    "hard": ref_module.CountRecallHard,
+}
+EPISODES = {"easy": 12, "medium": 4, "hard": 3}
+
+
+@functools.cache
+def envs(difficulty: str):
+    return count_recall.make_count_recall(difficulty), REFERENCE[difficulty]()
+
+
+def state_from_ref(jax_env, ref_env):
+    return jax_env.reset_from_decks(
+        deal_order_from_popgym(ref_env.value_deck), deal_order_from_popgym(ref_env.query_deck)
+    )
+
+
+def oracle(ref_env, ref_obs, rng):
+    return int(ref_env.counts[ref_env.query])
+
+
+def off_by_one(ref_env, ref_obs, rng):
+    """Mostly right, sometimes the count including/excluding neighbours: exercises both signs."""
+    return int(ref_env.counts[ref_env.query]) + int(rng.integers(-1, 2)) * (rng.random() < 0.5)
+
+
+@pytest.mark.parametrize("difficulty", ["easy", "medium", "hard"])
+def test_specs_match_reference(difficulty):
+    env, ref = envs(difficulty)
+    assert env.max_episode_steps == ref.max_episode_length == env.num_cards - 1
+    assert env.num_categories == ref.num_distinct_cards
+    assert env.max_card_count == ref.max_card_count
+    assert env.action_space.n == ref.action_space.n == ref.max_card_count + 1
+    assert env.observation_space.shape == (int(ref.observation_space.nvec.sum()),)
+
+
+@pytest.mark.parametrize("difficulty", ["easy", "medium", "hard"])
+@pytest.mark.parametrize("policy", ["random", "oracle", "noisy_oracle"])
+def test_equivalence(difficulty, policy):
+    env, ref = envs(difficulty)
+    actions_fn = {
+        "random": random_actions(env.action_space.n),
+        "oracle": oracle,
+        "noisy_oracle": lambda ref_env, obs, rng: max(0, off_by_one(ref_env, obs, rng)),
+    }[policy]
+    encode = functools.partial(count_recall.encode_obs, num_categories=env.num_categories)
+    records = replay(env, ref, state_from_ref, actions_fn, EPISODES[difficulty], encode, seed=5)
+    assert_equivalent(records)
+    for r in records:
+        assert r.length == env.num_cards - 1 and r.ref_terminated[-1]
+        assert -1.0 - 1e-6 <= r.jax_return <= 1.0 + 1e-6
+        obs = r.ref_obs[1]
+        popgym_obs = np.argmax(obs.reshape(2, -1), axis=1)
+        np.testing.assert_array_equal(obs, encode_space(ref.observation_space, popgym_obs))
+        if policy == "oracle":
+            assert r.ref_return == pytest.approx(1.0) and r.jax_return == pytest.approx(
+                1.0, abs=1e-5
+            )
+
+
+def test_native_reset_vmap_and_oracle():
+    env, _ = envs("medium")
+    num_envs = 16
+
+    @jax.jit
+    def run(key):
+        state, _ = jax.vmap(env.reset)(jax.random.split(key, num_envs))
+
+        def body(state, _):
+            return jax.vmap(env.step)(state, jax.vmap(env.oracle_action)(state))
+
+        final, ts = jax.lax.scan(body, state, None, length=env.max_episode_steps)
+        return final, ts
+
+    final, ts = run(jax.random.PRNGKey(0))
+    assert np.all(ts.step_type[:-1] != LAST) and np.all(ts.step_type[-1] == LAST)
+    np.testing.assert_allclose(np.asarray(ts.reward.sum(0)), 1.0, atol=1e-5)
+    np.testing.assert_array_equal(np.asarray(final.counts), env.max_card_count)
+    assert not np.array_equal(final.value_deck[0], final.query_deck[0])
+
+
+def test_unknown_difficulty_raises():
+    with pytest.raises(ValueError, match="easy, medium, hard"):
+        count_recall.make_count_recall("nightmare")
