@@ -8,6 +8,7 @@ Returns the final mean evaluation return (what Hydra sweepers optimise).
 
 from __future__ import annotations
 
+import logging
 import sys
 import time
 from pathlib import Path
@@ -20,6 +21,9 @@ from omegaconf import DictConfig, OmegaConf
 from stoixlite.config import ConfigError, validate
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+# `${slug:env.name}` in run directory names: "popgym/repeat_previous" -> "popgym-repeat_previous".
+if not OmegaConf.has_resolver("slug"):
+    OmegaConf.register_new_resolver("slug", lambda value: str(value).replace("/", "-"))
 
 
 def run_name(cfg: DictConfig) -> str:
@@ -82,6 +86,7 @@ def train(cfg: DictConfig, run_dir: Path) -> float:
 
 @hydra.main(version_base=None, config_path=str(CONFIG_DIR), config_name="config")
 def main(cfg: DictConfig) -> float:
+    logging.getLogger("jax").setLevel(logging.WARNING)
     try:
         validate(cfg)
     except ConfigError as err:

@@ -234,9 +234,10 @@ def assert_equivalent(records: list[EpisodeRecord], atol: float = 1e-6) -> None:
         bad = ~np.all(np.isclose(r.jax_obs, r.ref_obs, atol=atol, rtol=0), axis=-1)
         if bad.any():
             t = int(np.argmax(bad))
+            idx = np.flatnonzero(~np.isclose(r.jax_obs[t], r.ref_obs[t], atol=atol, rtol=0))[:8]
             raise AssertionError(
-                f"{where}: observation differs after {t} steps: jax {r.jax_obs[t]} "
-                f"vs reference {r.ref_obs[t]}"
+                f"{where}: observation differs after {t} steps at indices {idx.tolist()}: "
+                f"jax {r.jax_obs[t][idx].tolist()} vs reference {r.ref_obs[t][idx].tolist()}"
             )
         for name, got, want in (
             ("reward", r.jax_reward, r.ref_reward),

@@ -35,9 +35,7 @@ class CountingEnv(Environment):
         self.length = length
         self.truncate = truncate
         self.observation_space = Box(low=-10.0, high=10.0, shape=(2,))
-        self.action_space = (
-            Box(low=-1.0, high=1.0, shape=(2,)) if box_action else Discrete(n=3)
-        )
+        self.action_space = Box(low=-1.0, high=1.0, shape=(2,)) if box_action else Discrete(n=3)
         self.max_episode_steps = length if truncate else None
 
     def _obs(self, s: CountState) -> jax.Array:

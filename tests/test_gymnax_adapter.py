@@ -31,9 +31,7 @@ def rollout(env, policy, num_steps: int, seed: int = 0):
 
     key, reset_key = jax.random.split(jax.random.key(seed))
     state0, ts0 = env.reset(reset_key)
-    _, (traj, actions, states) = jax.lax.scan(
-        body, (state0, ts0), jax.random.split(key, num_steps)
-    )
+    _, (traj, actions, states) = jax.lax.scan(body, (state0, ts0), jax.random.split(key, num_steps))
     return state0, ts0, traj, actions, states
 
 
@@ -157,9 +155,7 @@ def test_memory_chain_semantics():
             seen.append((ts.extras["next_obs"], ts))
         # bsuite: observations use the pre-step time, so the context shows twice (t=0).
         np.testing.assert_allclose(seen[0][0], obs0)
-        np.testing.assert_allclose(
-            [o[0] for o, _ in seen], [1, 1 - 1 / m, 1 - 2 / m, 0], atol=1e-6
-        )
+        np.testing.assert_allclose([o[0] for o, _ in seen], [1, 1 - 1 / m, 1 - 2 / m, 0], atol=1e-6)
         np.testing.assert_array_equal([o[2] for o, _ in seen[1:]], 0.0)
         np.testing.assert_array_equal([int(t.step_type) for _, t in seen], [1] * m + [LAST])
         np.testing.assert_array_equal([float(t.reward) for _, t in seen[:-1]], 0.0)

@@ -69,7 +69,8 @@ def test_gru_init_matches_flax_conventions():
 def test_lstm_matches_flax_cell(unroll):
     model = build_memory("lstm", hidden_size=H, unroll=unroll)
     x, start = _inputs()
-    c0 = (jax.random.normal(jax.random.key(4), (B, H)), jax.random.normal(jax.random.key(5), (B, H)))
+    k4, k5 = jax.random.key(4), jax.random.key(5)
+    c0 = (jax.random.normal(k4, (B, H)), jax.random.normal(k5, (B, H)))
     p = model.init(jax.random.key(6), model.initialize_carry(B), (x, start))["params"]
     wi = np.split(np.asarray(p["input_kernel"]), 4, axis=1)
     bi = np.split(np.asarray(p["input_bias"]), 4)

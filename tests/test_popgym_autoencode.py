@@ -12,6 +12,7 @@ from popgym_harness import assert_equivalent, encode_space, random_actions, repl
 
 from stoixlite.envs.popgym import autoencode
 from stoixlite.envs.popgym.cards import deal_order_from_popgym
+from stoixlite.envs.registry import make
 from stoixlite.envs.types import LAST
 
 REFERENCE = {
@@ -93,6 +94,8 @@ def test_native_reset_vmap_and_oracle():
     np.testing.assert_allclose(np.asarray(ts.reward.sum(0)), 1.0, atol=1e-5)
 
 
-def test_unknown_difficulty_raises():
+def test_registry_and_unknown_difficulty():
+    env = make("popgym/autoencode")
+    assert isinstance(env, autoencode.Autoencode) and env.num_decks == 1
     with pytest.raises(ValueError, match="easy, medium, hard"):
-        autoencode.make_autoencode("Easy")
+        make("popgym/autoencode", difficulty="Easy")

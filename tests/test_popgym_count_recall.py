@@ -12,6 +12,7 @@ from popgym_harness import assert_equivalent, encode_space, random_actions, repl
 
 from stoixlite.envs.popgym import count_recall
 from stoixlite.envs.popgym.cards import deal_order_from_popgym
+from stoixlite.envs.registry import make
 from stoixlite.envs.types import LAST
 
 REFERENCE = {
@@ -37,9 +38,10 @@ def oracle(ref_env, ref_obs, rng):
     return int(ref_env.counts[ref_env.query])
 
 
-def off_by_one(ref_env, ref_obs, rng):
-    """Mostly right, sometimes the count including/excluding neighbours: exercises both signs."""
-    return int(ref_env.counts[ref_env.query]) + int(rng.integers(-1, 2)) * (rng.random() < 0.5)
+def noisy_oracle(ref_env, ref_obs, rng):
+    """The true count, off by one half of the time: near-optimal play with both reward signs."""
+    count = int(ref_env.counts[ref_env.query])
+    return max(0, count + int(rng.choice([-1, 1])) * int(rng.random() < 0.5))
 
 
 @pytest.mark.parametrize("difficulty", ["easy", "medium", "hard"])
@@ -59,7 +61,7 @@ def test_equivalence(difficulty, policy):
     actions_fn = {
         "random": random_actions(env.action_space.n),
         "oracle": oracle,
-        "noisy_oracle": lambda ref_env, obs, rng: max(0, off_by_one(ref_env, obs, rng)),
+        "noisy_oracle": noisy_oracle,
     }[policy]
     encode = functools.partial(count_recall.encode_obs, num_categories=env.num_categories)
     records = replay(env, ref, state_from_ref, actions_fn, EPISODES[difficulty], encode, seed=5)
@@ -97,6 +99,8 @@ def test_native_reset_vmap_and_oracle():
     assert not np.array_equal(final.value_deck[0], final.query_deck[0])
 
 
-def test_unknown_difficulty_raises():
+def test_registry_and_unknown_difficulty():
+    env = make("popgym/count_recall")
+    assert isinstance(env, count_recall.CountRecall) and env.num_decks == 1
     with pytest.raises(ValueError, match="easy, medium, hard"):
-        count_recall.make_count_recall("nightmare")
+        make("popgym/count_recall", difficulty="Easy")

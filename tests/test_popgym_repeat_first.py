@@ -12,6 +12,7 @@ from popgym_harness import assert_equivalent, encode_space, random_actions, repl
 
 from stoixlite.envs.popgym import repeat_first
 from stoixlite.envs.popgym.cards import deal_order_from_popgym
+from stoixlite.envs.registry import make
 from stoixlite.envs.types import LAST
 
 REFERENCE = {
@@ -83,6 +84,8 @@ def test_native_reset_vmap_and_oracle():
     np.testing.assert_allclose(np.asarray(ts.reward.sum(0)), 1.0, atol=1e-5)
 
 
-def test_unknown_difficulty_raises():
+def test_registry_and_unknown_difficulty():
+    env = make("popgym/repeat_first")
+    assert isinstance(env, repeat_first.RepeatFirst) and env.num_decks == 1
     with pytest.raises(ValueError, match="easy, medium, hard"):
-        repeat_first.make_repeat_first("expert")
+        make("popgym/repeat_first", difficulty="Easy")

@@ -9,10 +9,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from popgym.envs import repeat_previous as ref_module
-from popgym_harness import assert_equivalent, random_actions, replay
+from popgym_harness import assert_equivalent, encode_space, random_actions, replay
 
 from stoixlite.envs.popgym import repeat_previous
 from stoixlite.envs.popgym.cards import deal_order_from_popgym
+from stoixlite.envs.registry import make
 from stoixlite.envs.types import LAST
 
 REFERENCE = {
@@ -44,6 +45,9 @@ def test_specs_match_reference(difficulty):
     assert env.k == ref.k and env.num_cards == ref.deck.num_cards
     assert env.observation_space.shape == (ref.observation_space.n,)
     assert env.action_space.n == ref.action_space.n == 4
+    for suit in range(4):
+        expected = encode_space(ref.observation_space, suit)
+        np.testing.assert_array_equal(repeat_previous.encode_obs(suit), expected)
 
 
 @pytest.mark.parametrize("difficulty", ["easy", "medium", "hard"])
@@ -120,16 +124,12 @@ def test_native_reset_vmap_and_oracle():
     assert jnp.issubdtype(ts_r.observation.dtype, jnp.floating)
 
 
-def test_unknown_difficulty_raises():
+def test_registry_and_unknown_difficulty():
+    env = make("popgym/repeat_previous", difficulty="medium")
+    assert isinstance(env, repeat_previous.RepeatPrevious) and (env.num_decks, env.k) == (2, 32)
+    assert make("popgym/repeat_previous").k == 4
     with pytest.raises(ValueError, match="easy, medium, hard"):
-        repeat_previous.make_repeat_previous("impossible")
-
-
-def test_registered():
-    from stoixlite.envs import registry
-
-    assert registry._REGISTRY["popgym/repeat_previous"] is repeat_previous.make_repeat_previous
-    assert repeat_previous.make_repeat_previous().k == 4
+        make("popgym/repeat_previous", difficulty="impossible")
 
 
 class _EarlyEnd(repeat_previous.RepeatPrevious):

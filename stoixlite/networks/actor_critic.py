@@ -1,4 +1,4 @@
-"""Recurrent actor-critic assembly.
+r"""Recurrent actor-critic assembly.
 
 Data flow for one call, time-major (T steps, B environments)::
 

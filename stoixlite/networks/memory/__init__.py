@@ -2,7 +2,7 @@
 
 The memory contract (see docs/architecture.md and DESIGN.md). Every model is a flax linen module::
 
-    initialize_carry(batch_size) -> carry            # state at the start of an episode, leading batch axis
+    initialize_carry(batch_size) -> carry            # episode-start state, leading batch axis
     __call__(carry, (x, start)) -> (carry, y)        # x [T, B, F], start [T, B] bool -> y [T, B, H]
 
 At every (t, b) with ``start[t, b]`` the state is reset to the initial state *before* ``x[t, b]``

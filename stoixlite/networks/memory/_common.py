@@ -55,7 +55,7 @@ default_recurrent_init = initializers.orthogonal()
 
 
 def reset_tree(start: Array, initial: Any, state: Any) -> Any:
-    """``where(start, initial, state)`` leaf by leaf; ``start`` is ``[B]`` (broadcast on the right)."""
+    """``where(start, initial, state)`` per leaf; ``start [B]`` broadcasts on the right."""
 
     def pick(i: Array, s: Array) -> Array:
         flag = start.reshape(start.shape + (1,) * (s.ndim - start.ndim))

@@ -26,6 +26,7 @@ from stoixlite.networks.memory._common import (
     default_recurrent_init,
     stacked_init,
 )
+from stoixlite.networks.memory.rnn_kernels import gru_sequence
 
 Array = jax.Array
 
@@ -57,21 +58,15 @@ class GRU(nn.Module):
         b_hn = self.param("recurrent_bias_n", nn.initializers.zeros_init(), (H,))
 
         xp = jnp.einsum("tbf,fg->tbg", x, w_i) + b_i  # [T, B, 3H], all steps at once
-        h0 = jnp.zeros_like(carry)
 
-        def step(h: Array, inp: tuple[Array, Array]) -> tuple[Array, Array]:
-            xt, st = inp
-            h = jnp.where(st[:, None], h0, h)
+        if x.shape[0] == 1:  # rollout path: one step, no loop (plain autodiff)
+            h = jnp.where(start[0][:, None], 0.0, carry)
             hh = h @ w_h
-            xr, xz, xn = jnp.split(xt, 3, axis=-1)
-            hr, hz, hn = jnp.split(hh, 3, axis=-1)
-            r = jax.nn.sigmoid(xr + hr)
-            z = jax.nn.sigmoid(xz + hz)
-            n = jnp.tanh(xn + r * (hn + b_hn))
+            xt = xp[0]
+            r = jax.nn.sigmoid(xt[:, :H] + hh[:, :H])
+            z = jax.nn.sigmoid(xt[:, H : 2 * H] + hh[:, H : 2 * H])
+            n = jnp.tanh(xt[:, 2 * H :] + r * (hh[:, 2 * H :] + b_hn))
             h = (1.0 - z) * n + z * h
-            return h, h
-
-        if x.shape[0] == 1:  # rollout path: no loop
-            h, y = step(carry, (xp[0], start[0]))
-            return h, y[None]
-        return jax.lax.scan(step, carry, (xp, start), unroll=self.unroll)
+            return h, h[None]
+        y = gru_sequence(xp, start, carry, w_h, b_hn, unroll=self.unroll)
+        return y[-1], y

@@ -23,6 +23,7 @@ from stoixlite.networks.memory._common import (
     default_recurrent_init,
     stacked_init,
 )
+from stoixlite.networks.memory.rnn_kernels import lstm_sequence
 
 Array = jax.Array
 Carry = tuple[Array, Array]
@@ -56,19 +57,16 @@ class LSTM(nn.Module):
 
         xp = jnp.einsum("tbf,fg->tbg", x, w_i) + b_i  # [T, B, 4H]
 
-        def step(ch: Carry, inp: tuple[Array, Array]) -> tuple[Carry, Array]:
-            c, h = ch
-            xt, st = inp
-            keep = ~st[:, None]
+        if x.shape[0] == 1:  # rollout path: one step, no loop (plain autodiff)
+            c, h = carry
+            keep = ~start[0][:, None]
             c = jnp.where(keep, c, 0.0)
             h = jnp.where(keep, h, 0.0)
-            gates = xt + h @ w_h
+            gates = xp[0] + h @ w_h
             i, f, g, o = jnp.split(gates, 4, axis=-1)
             c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
             h = jax.nn.sigmoid(o) * jnp.tanh(c)
-            return (c, h), h
-
-        if x.shape[0] == 1:
-            ch, y = step(carry, (xp[0], start[0]))
-            return ch, y[None]
-        return jax.lax.scan(step, carry, (xp, start), unroll=self.unroll)
+            return (c, h), h[None]
+        c_init, h_init = carry
+        c, y = lstm_sequence(xp, start, c_init, h_init, w_h, unroll=self.unroll)
+        return (c, y[-1]), y

@@ -1,0 +1,319 @@
+"""Orbax checkpoints of a training run: the full learner state plus the host-loop state.
+
+A checkpoint (one step directory under ``<run dir>/checkpoints/``, step = completed chunks) holds
+
+* ``state``: every leaf of the learner-state pytree (params, optimiser state, env states, last
+  timesteps, memory carries, PRNG key, update counter; with a leading ``[S]`` axis when several
+  seeds are trained together), saved as a flat dict of arrays. Typed PRNG keys
+  (``jax.random.key``) are stored as their raw ``key_data`` plus the key implementation, raw
+  ``uint32`` keys as they are; both are restored bit for bit.
+* ``host`` (JSON): the host-loop state (chunk index, host PRNG key data, logger step, anything the
+  caller adds), the config fingerprint and the saved tree's leaf paths, shapes and dtypes.
+
+Restoring needs a *template* (e.g. a freshly initialised learner state of the same config): the
+checkpoint's leaves are put back into the template's tree structure, so flax struct dataclasses,
+optax states and named tuples come back with their types. A checkpoint whose fingerprint (network
+and env config, number of envs and seeds) differs from the current run's is refused with a
+one-line :class:`CheckpointMismatchError`; so is one whose leaves do not match the template.
+
+Retention: the last ``keep_last`` checkpoints are kept, plus the best one by evaluation return
+(``keep_best``). Orbax writes every checkpoint into a temporary directory and renames it when
+complete, so an interrupted save never corrupts an existing checkpoint (a partial one is ignored
+and cleaned up).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+from pathlib import Path
+from typing import Any
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+from omegaconf import DictConfig, OmegaConf
+
+log = logging.getLogger(__name__)
+
+CHECKPOINT_DIRNAME = "checkpoints"
+FORMAT_VERSION = 1
+# arch keys that change the shapes of the learner state (besides the network and env configs).
+_SHAPE_ARCH_KEYS = ("num_envs", "num_seeds")
+
+
+class CheckpointMismatchError(RuntimeError):
+    """A checkpoint cannot be restored into this run (different config or state structure)."""
+
+
+# --------------------------------------------------------------------------------------------
+# Config fingerprint
+# --------------------------------------------------------------------------------------------
+
+
+def config_fingerprint(cfg: DictConfig | dict) -> dict[str, Any]:
+    """What a checkpoint must agree on with the run restoring it.
+
+    ``{"network": {...}, "env": {...}, "arch": {"num_envs": N, "num_seeds": S}, "hash": str}``
+    (resolved values; ``num_seeds`` defaults to 1). The hash is a short sha256 of the rest.
+    """
+    container = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
+    arch = container.get("arch", {}) or {}
+    fingerprint = {
+        "network": container.get("network"),
+        "env": container.get("env"),
+        "arch": {k: arch.get(k, 1 if k == "num_seeds" else None) for k in _SHAPE_ARCH_KEYS},
+    }
+    blob = json.dumps(fingerprint, sort_keys=True, default=str).encode()
+    return {**fingerprint, "hash": hashlib.sha256(blob).hexdigest()[:16]}
+
+
+def _flatten_dict(tree: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(tree, dict):
+        out: dict[str, Any] = {}
+        for key, value in tree.items():
+            out.update(_flatten_dict(value, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: tree}
+
+
+def fingerprint_diff(saved: dict[str, Any], current: dict[str, Any], limit: int = 4) -> str:
+    """``"network.hidden_size: 16 (checkpoint) != 32 (this run), ..."`` for differing keys."""
+    a = _flatten_dict({k: v for k, v in saved.items() if k != "hash"})
+    b = _flatten_dict({k: v for k, v in current.items() if k != "hash"})
+    diffs = [
+        f"{k}: {a.get(k, '<unset>')!r} (checkpoint) != {b.get(k, '<unset>')!r} (this run)"
+        for k in sorted(set(a) | set(b))
+        if a.get(k, "<unset>") != b.get(k, "<unset>")
+    ]
+    more = f", and {len(diffs) - limit} more" if len(diffs) > limit else ""
+    return "; ".join(diffs[:limit]) + more
+
+
+# --------------------------------------------------------------------------------------------
+# Pytree <-> flat arrays (typed PRNG keys as raw key data)
+# --------------------------------------------------------------------------------------------
+
+
+def _is_typed_key(x: Any) -> bool:
+    return hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
+
+
+def _leaf_name(i: int) -> str:
+    return f"leaf_{i:05d}"
+
+
+def _leaf_meta(path: Any, leaf: Any) -> dict[str, Any]:
+    """Path, stored shape/dtype (raw key data for typed keys) and key implementation of a leaf."""
+    entry: dict[str, Any] = {"path": jax.tree_util.keystr(path)}
+    if _is_typed_key(leaf):
+        entry["key_impl"] = str(jax.random.key_impl(leaf))
+        leaf = jax.random.key_data(leaf)
+    entry["shape"] = list(np.shape(leaf))
+    entry["dtype"] = str(np.dtype(leaf.dtype) if hasattr(leaf, "dtype") else np.asarray(leaf).dtype)
+    return entry
+
+
+def pack_state(state: Any) -> tuple[dict[str, np.ndarray], list[dict[str, Any]]]:
+    """Flatten a pytree into ``{leaf_i: host array}`` plus per-leaf metadata (path, shape, dtype,
+    key implementation for typed keys)."""
+    leaves_with_path, _ = jax.tree_util.tree_flatten_with_path(state)
+    arrays: dict[str, np.ndarray] = {}
+    meta: list[dict[str, Any]] = []
+    for i, (path, leaf) in enumerate(leaves_with_path):
+        meta.append(_leaf_meta(path, leaf))
+        raw = jax.random.key_data(leaf) if _is_typed_key(leaf) else leaf
+        arrays[_leaf_name(i)] = np.array(jax.device_get(raw), copy=True)
+    return arrays, meta
+
+
+def unpack_state(template: Any, arrays: dict[str, Any], meta: list[dict[str, Any]]) -> Any:
+    """Inverse of :func:`pack_state` into ``template``'s tree structure (types preserved).
+
+    Raises :class:`CheckpointMismatchError` when the number, shapes or dtypes of the leaves (or
+    the typed-key implementations) differ from the template's.
+    """
+    leaves_with_path, treedef = jax.tree_util.tree_flatten_with_path(template)
+    leaves = [leaf for _, leaf in leaves_with_path]
+    template_meta = [_leaf_meta(path, leaf) for path, leaf in leaves_with_path]
+    if len(leaves) != len(meta):
+        raise CheckpointMismatchError(
+            f"checkpoint has {len(meta)} state leaves but this run's learner state has "
+            f"{len(leaves)}: it was written by a different network/env/code version"
+        )
+    out = []
+    for i, (leaf, saved, expected) in enumerate(zip(leaves, meta, template_meta, strict=True)):
+        for field in ("shape", "dtype", "key_impl"):
+            if saved.get(field) != expected.get(field):
+                raise CheckpointMismatchError(
+                    f"checkpoint leaf {saved['path']} has {field} {saved.get(field)} but this "
+                    f"run expects {expected.get(field)} at {expected['path']}"
+                )
+        value = np.asarray(arrays[_leaf_name(i)])
+        if "key_impl" in saved:
+            value = jax.random.wrap_key_data(value, impl=saved["key_impl"])
+        else:
+            value = jax.numpy.asarray(value)
+        out.append(value)
+    return jax.tree_util.tree_unflatten(treedef, out)
+
+
+# --------------------------------------------------------------------------------------------
+# Checkpointer
+# --------------------------------------------------------------------------------------------
+
+
+def _metric_or_none(value: float | None) -> dict[str, float] | None:
+    if value is None or not math.isfinite(float(value)):
+        return None
+    return {"eval_return": float(value)}
+
+
+class Checkpointer:
+    """Saves/restores checkpoints of one run under ``directory`` (usually ``<run>/checkpoints``).
+
+    ``keep_last``: number of most recent checkpoints kept (>= 1); ``keep_best``: also keep the
+    checkpoint with the highest ``eval_return`` passed to :meth:`save`.
+    """
+
+    def __init__(
+        self,
+        directory: str | Path,
+        fingerprint: dict[str, Any],
+        keep_last: int = 2,
+        keep_best: bool = True,
+        read_only: bool = False,
+    ):
+        if keep_last < 1:
+            raise ValueError(f"keep_last must be >= 1, got {keep_last}")
+        self.directory = Path(directory).resolve()
+        self.fingerprint = fingerprint
+        policies: list[Any] = [ocp.checkpoint_managers.LatestN(n=keep_last)]
+        if keep_best:
+            policies.append(
+                ocp.checkpoint_managers.BestN(
+                    get_metric_fn=lambda m: m["eval_return"],
+                    reverse=False,
+                    n=1,
+                    keep_checkpoints_without_metrics=False,
+                )
+            )
+        options = ocp.CheckpointManagerOptions(
+            preservation_policy=ocp.checkpoint_managers.AnyPreservationPolicy(policies),
+            best_fn=(lambda m: m["eval_return"]) if keep_best else None,
+            best_mode="max",
+            enable_async_checkpointing=False,
+            create=not read_only,
+            read_only=read_only,
+        )
+        self._manager = ocp.CheckpointManager(
+            self.directory, item_names=("state", "host"), options=options
+        )
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def all_steps(self) -> list[int]:
+        return sorted(self._manager.all_steps())
+
+    def latest_step(self) -> int | None:
+        return self._manager.latest_step()
+
+    def best_step(self) -> int | None:
+        return self._manager.best_step()
+
+    # -- save / restore ----------------------------------------------------------------------
+
+    def save(
+        self,
+        step: int,
+        state: Any,
+        host: dict[str, Any],
+        eval_return: float | None = None,
+    ) -> bool:
+        """Save ``state`` (any pytree) and the JSON-able ``host`` dict as checkpoint ``step``.
+
+        Blocks until the checkpoint is on disk (the state may be donated right after). Returns
+        False (and saves nothing) when ``step`` is already saved.
+        """
+        if step in self._manager.all_steps():
+            return False
+        arrays, meta = pack_state(state)
+        host_item = {
+            "format_version": FORMAT_VERSION,
+            "host": host,
+            "fingerprint": self.fingerprint,
+            "leaves": meta,
+            "eval_return": eval_return if eval_return is None or math.isfinite(eval_return) else None,
+        }
+        saved = self._manager.save(
+            step,
+            args=ocp.args.Composite(
+                state=ocp.args.StandardSave(arrays), host=ocp.args.JsonSave(host_item)
+            ),
+            metrics=_metric_or_none(eval_return),
+            force=True,
+        )
+        self._manager.wait_until_finished()
+        return bool(saved)
+
+    def read_host(self, step: int | None = None) -> dict[str, Any]:
+        """The JSON item of checkpoint ``step`` (latest by default)."""
+        step = self._resolve_step(step)
+        restored = self._manager.restore(step, args=ocp.args.Composite(host=ocp.args.JsonRestore()))
+        return dict(restored["host"])
+
+    def restore(self, template: Any, step: int | None = None) -> tuple[Any, dict[str, Any], int]:
+        """Restore checkpoint ``step`` (latest by default; ``"best"`` for the best one).
+
+        Returns ``(state, host, step)`` with ``state`` in ``template``'s structure and types.
+        Raises :class:`CheckpointMismatchError` if the config fingerprint or leaves differ.
+        """
+        step = self._resolve_step(step)
+        host_item = self.read_host(step)
+        saved_fp = host_item.get("fingerprint", {})
+        if saved_fp.get("hash") != self.fingerprint.get("hash"):
+            raise CheckpointMismatchError(
+                f"refusing to restore {self.directory / str(step)}: it was written with a "
+                f"different network/env config ({fingerprint_diff(saved_fp, self.fingerprint)})"
+            )
+        meta = host_item["leaves"]
+        abstract = {
+            _leaf_name(i): np.zeros(m["shape"], dtype=np.dtype(m["dtype"]))
+            for i, m in enumerate(meta)
+        }
+        restored = self._manager.restore(
+            step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract))
+        )
+        state = unpack_state(template, dict(restored["state"]), meta)
+        return state, dict(host_item["host"]), step
+
+    def _resolve_step(self, step: int | str | None) -> int:
+        if step == "best":
+            step = self.best_step()
+            if step is None:
+                step = self.latest_step()
+        elif step is None or step == "latest":
+            step = self.latest_step()
+        if step is None:
+            raise FileNotFoundError(f"no checkpoint in {self.directory}")
+        step = int(step)
+        if step not in self._manager.all_steps():
+            raise FileNotFoundError(
+                f"no checkpoint {step} in {self.directory} (have {self.all_steps()})"
+            )
+        return step
+
+    def close(self) -> None:
+        self._manager.close()
+
+    def __enter__(self) -> Checkpointer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def checkpoint_dir(run_dir: str | Path) -> Path:
+    return Path(run_dir) / CHECKPOINT_DIRNAME

@@ -1,0 +1,218 @@
+"""Evaluate a saved checkpoint: ``python -m stoixlite.evaluate <run dir> [options]``.
+
+Loads ``<run dir>/config.yaml`` (the resolved config the run was trained with) and a checkpoint
+from ``<run dir>/checkpoints`` (``--checkpoint latest`` by default, or ``best`` or a step), then
+plays ``--episodes`` episodes (one per eval env) with greedy actions, or sampled ones with
+``--sampled``. With several seeds trained together (``arch.num_seeds``) every seed is evaluated.
+
+``--reference`` (POPGym envs only) also plays the trained JAX policy on the original ``popgym``
+(numpy) environment, stepped from Python: observations are encoded exactly like the port
+(``encode_obs`` of the port module), augmented like the training wrappers when ``env.obs_augment``
+is on (previous action one-hot + is-first flag), and the memory is reset at each episode start.
+Both returns are printed side by side: a policy learned on the port should score the same on the
+reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import sys
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from stoixlite.checkpointing import Checkpointer, checkpoint_dir, config_fingerprint
+from stoixlite.envs.types import Discrete
+from stoixlite.evaluation import make_evaluator
+from stoixlite.experiment import Experiment, build_experiment, make_env_stack
+
+
+def load_run(run_dir: str | Path, checkpoint: str | int = "latest") -> tuple[DictConfig, Experiment, Any, int]:
+    """``(cfg, experiment, learner state, step)`` of a run directory's checkpoint."""
+    from stoixlite.trainer import init_learner
+
+    run_dir = Path(run_dir)
+    config_path = run_dir / "config.yaml"
+    if not config_path.exists():
+        raise FileNotFoundError(f"{config_path} not found: is {run_dir} a stoixlite run directory?")
+    cfg = OmegaConf.load(config_path)
+    exp = build_experiment(cfg)
+    template, _ = init_learner(exp, cfg)
+    ckpt = Checkpointer(checkpoint_dir(run_dir), config_fingerprint(cfg), read_only=True)
+    step = checkpoint if checkpoint in ("latest", "best") else int(checkpoint)
+    state, _, step = ckpt.restore(template, step)
+    ckpt.close()
+    return cfg, exp, state, step
+
+
+def seed_params(cfg: DictConfig, params: Any) -> list[Any]:
+    """Per-seed parameter pytrees (the leading seed axis removed when ``arch.num_seeds > 1``)."""
+    num_seeds = int(cfg.arch.get("num_seeds", 1) or 1)
+    if num_seeds == 1:
+        return [params]
+    return [jax.tree.map(lambda x, k=k: x[k], params) for k in range(num_seeds)]
+
+
+def evaluate_port(
+    cfg: DictConfig, exp: Experiment, params: Any, episodes: int, greedy: bool, seed: int
+) -> np.ndarray:
+    """Returns ``[episodes]`` of the policy on the JAX env (one episode per eval env)."""
+    env = make_env_stack(cfg.env, episodes)
+    max_steps = int((env.max_episode_steps or cfg.arch.eval_max_steps) + 1)
+    evaluate = make_evaluator(
+        exp.network.apply, exp.network.initialize_carry, env, episodes, greedy, max_steps
+    )
+    out = jax.device_get(evaluate(params, jax.random.PRNGKey(seed)))
+    return np.asarray(out["return"], np.float64)
+
+
+# --------------------------------------------------------------------------------------------
+# Reference (popgym numpy) evaluation
+# --------------------------------------------------------------------------------------------
+
+
+def popgym_reference_class(env_name: str, difficulty: str | None) -> type:
+    """The ``popgym`` class of a port, e.g. ``popgym/repeat_previous`` + easy ->
+    ``popgym.envs.repeat_previous.RepeatPreviousEasy`` (matched case-insensitively)."""
+    suite, _, name = env_name.partition("/")
+    if suite != "popgym":
+        raise ValueError(f"--reference needs a popgym env, got {env_name!r}")
+    module = importlib.import_module(f"popgym.envs.{name}")
+    wanted = (name.replace("_", "") + (difficulty or "")).lower()
+    for attr in dir(module):
+        obj = getattr(module, attr)
+        if isinstance(obj, type) and attr.lower() == wanted:
+            return obj
+    raise ValueError(f"no popgym class for {env_name!r} at difficulty {difficulty!r}")
+
+
+def port_obs_encoder(port_env: Any) -> Any:
+    """``encode(popgym_obs) -> float32 [D]`` of the port module; extra parameters of its
+    ``encode_obs`` (e.g. ``num_categories``) are taken from the port env's attributes."""
+    module = importlib.import_module(type(port_env).__module__)
+    encode = module.encode_obs
+    params = list(inspect.signature(encode).parameters)[1:]
+    kwargs = {p: getattr(port_env, p) for p in params if hasattr(port_env, p)}
+    return lambda obs: np.asarray(encode(obs, **kwargs), np.float32).reshape(-1)
+
+
+def evaluate_reference(
+    cfg: DictConfig, exp: Experiment, params: Any, episodes: int, greedy: bool, seed: int
+) -> np.ndarray:
+    """Returns ``[episodes]`` of the JAX policy on the original popgym env (episode i reset with
+    ``seed + i``), all episodes stepped in lockstep with one batched policy call per step."""
+    cls = popgym_reference_class(cfg.env.name, cfg.env.difficulty)
+    port = exp.env.unwrapped
+    encode = port_obs_encoder(port)
+    space = exp.env.action_space
+    augment = bool(cfg.env.get("obs_augment", False))
+    envs = [cls() for _ in range(episodes)]
+    obs = [env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]
+
+    @jax.jit
+    def act(params, carry, x, start, key):
+        carry, (dist, _) = exp.network.apply(params, carry, x[None], start[None])
+        action = dist.mode()[0] if greedy else dist.sample(key)[0]
+        return carry, action
+
+    def encode_action(a: np.ndarray) -> np.ndarray:
+        if isinstance(space, Discrete):
+            return np.eye(int(space.n), dtype=np.float32)[int(a)]
+        return np.asarray(a, np.float32).reshape(-1)
+
+    act_width = int(space.n) if isinstance(space, Discrete) else int(np.prod(space.shape))
+    prev_action = np.zeros((episodes, act_width), np.float32)
+    carry = exp.network.initialize_carry(episodes)
+    returns = np.zeros(episodes, np.float64)
+    done = np.zeros(episodes, bool)
+    key = jax.random.PRNGKey(seed)
+    max_steps = int(port.max_episode_steps or cfg.arch.eval_max_steps)
+    for t in range(max_steps):
+        x = np.stack([encode(o) for o in obs])
+        if augment:
+            first = np.full((episodes, 1), 1.0 if t == 0 else 0.0, np.float32)
+            x = np.concatenate([x, prev_action, first], axis=1)
+        key, act_key = jax.random.split(key)
+        start = jnp.full((episodes,), t == 0)
+        carry, action = act(params, carry, jnp.asarray(x), start, act_key)
+        action = np.asarray(action)
+        for i, env in enumerate(envs):
+            if done[i]:
+                continue
+            a = int(action[i]) if isinstance(space, Discrete) else action[i]
+            obs[i], reward, terminated, truncated, _ = env.step(a)
+            returns[i] += float(reward)
+            prev_action[i] = encode_action(action[i])
+            done[i] = terminated or truncated
+        if done.all():
+            break
+    return returns
+
+
+# --------------------------------------------------------------------------------------------
+# CLI
+# --------------------------------------------------------------------------------------------
+
+
+def evaluate_run(
+    run_dir: str | Path,
+    episodes: int = 64,
+    sampled: bool = False,
+    reference: bool = False,
+    checkpoint: str | int = "latest",
+    seed: int = 12345,
+) -> list[dict[str, Any]]:
+    """Evaluate every seed of a run's checkpoint; one result dict per seed (returns arrays)."""
+    cfg, exp, state, step = load_run(run_dir, checkpoint)
+    seeds = [int(cfg.arch.seed) + k for k in range(int(cfg.arch.get("num_seeds", 1) or 1))]
+    results = []
+    for train_seed, params in zip(seeds, seed_params(cfg, state.params), strict=True):
+        row: dict[str, Any] = {"checkpoint": step, "train_seed": train_seed}
+        row["port"] = evaluate_port(cfg, exp, params, episodes, not sampled, seed)
+        if reference:
+            row["reference"] = evaluate_reference(cfg, exp, params, episodes, not sampled, seed)
+        results.append(row)
+    return results
+
+
+def _fmt(x: np.ndarray) -> str:
+    return f"{x.mean():.4f} ± {x.std():.4f}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m stoixlite.evaluate", description=__doc__.split("\n")[0])
+    parser.add_argument("run_dir", type=Path, help="a run directory (has config.yaml, checkpoints/)")
+    parser.add_argument("--episodes", type=int, default=64, help="episodes per seed (default 64)")
+    parser.add_argument("--sampled", action="store_true", help="sample actions (default: greedy)")
+    parser.add_argument("--reference", action="store_true", help="also evaluate on original popgym")
+    parser.add_argument("--checkpoint", default="latest", help="latest (default), best, or a step")
+    parser.add_argument("--seed", type=int, default=12345, help="evaluation seed")
+    args = parser.parse_args(argv)
+    try:
+        results = evaluate_run(
+            args.run_dir, args.episodes, args.sampled, args.reference, args.checkpoint, args.seed
+        )
+    except (FileNotFoundError, ValueError, RuntimeError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    mode = "sampled" if args.sampled else "greedy"
+    print(f"{args.run_dir}: checkpoint {results[0]['checkpoint']}, {args.episodes} episodes, {mode}")
+    header = "| seed | port (JAX) return |" + (" popgym reference return |" if args.reference else "")
+    print(header)
+    print("|---|---|" + ("---|" if args.reference else ""))
+    for row in results:
+        line = f"| {row['train_seed']} | {_fmt(row['port'])} |"
+        if args.reference:
+            line += f" {_fmt(row['reference'])} |"
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,122 @@
+"""Fast and Forgetful Memory (FFM), registered as ``ffm`` and ``memoroid``.
+
+Morad, Kortvelesy, Liwicki, Prorok (2023), "Reinforcement Learning with Fast and Forgetful
+Memory", NeurIPS 2023, https://arxiv.org/abs/2310.04128; memoroid form from Morad et al. (2024),
+"Reinforcement Learning with Memoroids" (https://openreview.net/forum?id=nA4Q983a1v).
+
+Per layer, with trace size ``m`` and context size ``c``::
+
+    x~_t = W_pre x_t * sigmoid(W_in x_t)                                   in R^m   (input gate)
+    S_t  = gamma * S_{t-1} + x~_t 1_c^T,   gamma = exp(-|alpha| + i omega)  in C^{m x c}
+    z_t  = W_mix [Re S_t, Im S_t]                                           in R^H
+    g_t  = sigmoid(W_out x_t)                                   (output gate)
+    y_t  = LayerNorm(z_t * g_t) + skip(x_t) * (1 - g_t)
+
+``alpha`` (per trace channel, decay) and ``omega`` (per context channel, frequency) are learned,
+initialised as ``alpha = linspace(1e-6, 0.5, m)`` and ``omega = 2 pi / linspace(min_period,
+max_period, c)``. ``skip`` is the identity when F == H and a Dense projection otherwise.
+
+Monoid (the recurrence unrolled over a gap of ``j`` steps is ``gamma^j``): elements ``(S, n)``
+with ``n`` the number of steps they span, ``(S_a, i) . (S_b, j) = (gamma^j * S_a + S_b, i + j)``,
+identity ``(0, 0)``. Each step is the element ``(x~_t 1_c^T, 1)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from stoixlite.networks.memory import register_memory
+from stoixlite.networks.memory._memoroid import MemoroidCell, MemoroidStack
+
+Array = jax.Array
+FFMState = tuple[Array, Array]  # (trace [..., m, c] complex64, steps [...] int32)
+
+
+def ffm_identity(batch_size: int, trace_size: int, context_size: int) -> FFMState:
+    """Identity ``(0, 0)``: empty trace, zero elapsed steps."""
+    return (
+        jnp.zeros((batch_size, trace_size, context_size), jnp.complex64),
+        jnp.zeros((batch_size,), jnp.int32),
+    )
+
+
+class FFMCell(MemoroidCell):
+    hidden_size: int
+    trace_size: int = 32
+    context_size: int = 4
+    min_period: float = 1.0
+    max_period: float = 1024.0
+
+    def setup(self) -> None:
+        m, c = self.trace_size, self.context_size
+        self.decay = self.param("decay", lambda k, s: jnp.linspace(1e-6, 0.5, s[0]), (m,))
+        self.frequency = self.param(
+            "frequency",
+            lambda k, s: 2 * jnp.pi / jnp.linspace(self.min_period, self.max_period, s[0]),
+            (c,),
+        )
+        self.pre = nn.Dense(m)
+        self.gate_in = nn.Dense(m)
+        self.gate_out = nn.Dense(self.hidden_size)
+        self.mix = nn.Dense(self.hidden_size)
+        self.skip = nn.Dense(self.hidden_size)  # only used (and created) when F != H
+        self.norm = nn.LayerNorm(use_bias=False, use_scale=False)
+
+    @nn.nowrap
+    def identity(self, batch_size: int) -> FFMState:
+        return ffm_identity(batch_size, self.trace_size, self.context_size)
+
+    def operator(self) -> Callable[[FFMState, FFMState], FFMState]:
+        log_gamma = jax.lax.complex(-jnp.abs(self.decay)[:, None], self.frequency[None, :])
+
+        def combine(a: FFMState, b: FFMState) -> FFMState:
+            (sa, i), (sb, j) = a, b
+            gamma = jnp.exp(log_gamma * j.astype(jnp.float32)[..., None, None])
+            return gamma * sa + sb, i + j
+
+        return combine
+
+    def elements(self, x: Array) -> FFMState:
+        gated = self.pre(x) * jax.nn.sigmoid(self.gate_in(x))  # [T, B, m]
+        trace = jnp.broadcast_to(gated[..., None], (*gated.shape, self.context_size))
+        return trace.astype(jnp.complex64), jnp.ones(x.shape[:2], jnp.int32)
+
+    def readout(self, states: FFMState, x: Array) -> Array:
+        trace, _ = states
+        z = jnp.concatenate([trace.real, trace.imag], axis=-1).reshape(*x.shape[:2], -1)
+        z = self.mix(z)
+        g = jax.nn.sigmoid(self.gate_out(x))
+        skip = x if x.shape[-1] == self.hidden_size else self.skip(x)
+        return self.norm(z * g) + skip * (1.0 - g)
+
+
+@register_memory("ffm", "memoroid")
+class FFM(MemoroidStack):
+    """Fast and Forgetful Memory. Carry per layer: ``(trace [B, m, c] complex64, steps [B] int32)``.
+
+    Fields: ``trace_size`` (m), ``context_size`` (c), ``min_period`` / ``max_period`` (frequency
+    init), plus ``num_layers`` and ``scan`` from :class:`MemoroidStack`.
+    """
+
+    trace_size: int = 32
+    context_size: int = 4
+    min_period: float = 1.0
+    max_period: float = 1024.0
+
+    @nn.nowrap
+    def make_cell(self, layer: int) -> FFMCell:
+        return FFMCell(
+            hidden_size=self.hidden_size,
+            trace_size=self.trace_size,
+            context_size=self.context_size,
+            min_period=self.min_period,
+            max_period=self.max_period,
+        )
+
+    @nn.nowrap
+    def cell_identity(self, batch_size: int) -> FFMState:
+        return ffm_identity(batch_size, self.trace_size, self.context_size)

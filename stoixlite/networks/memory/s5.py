@@ -1,0 +1,114 @@
+"""Simplified structured state space sequence model (S5) memoroid.
+
+Smith, Warrington, Linderman (2023), "Simplified State Space Layers for Sequence Modeling",
+ICLR 2023, https://arxiv.org/abs/2208.04933.
+
+Per layer, a diagonal complex continuous-time SSM ``h' = Lambda h + B x``, ``y = Re(C h) + D x``
+with a learned per-state step size ``Delta``, discretised by zero-order hold::
+
+    Lambda_bar = exp(Lambda * Delta)
+    B_bar      = (Lambda_bar - 1) / Lambda * B
+    h_t        = Lambda_bar * h_{t-1} + B_bar x_t
+    y_t        = gelu(Re(C h_t) + D x_t)
+
+``Lambda = -exp(log_neg_real) + i imag`` (real part kept negative: stable for any parameters),
+initialised S4D-Lin (``-1/2 + i pi n``), a simplification of S5's HiPPO-N initialisation.
+``log Delta`` is initialised log-uniformly in ``[dt_min, dt_max]``. ``D`` as in LRU.
+
+S5 vs S6: S5 is linear time-invariant: ``Lambda_bar`` and ``B_bar`` do not depend on the input, so
+the elements' decays are the same at every step. S6 (Mamba; Gu and Dao 2023) is *selective*:
+``Delta_t``, ``B_t`` and ``C_t`` are functions of ``x_t``, so ``Lambda_bar_t = exp(Lambda
+Delta_t)`` varies per step. Both are the same monoid (diagonal linear recurrence, elements
+``(Lambda_bar_t, B_bar_t x_t)``), so S6 fits the same scan; it is not implemented here (minGRU is
+this package's input-dependent-decay memoroid).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+from stoixlite.networks.memory import register_memory
+from stoixlite.networks.memory._memoroid import MemoroidCell, MemoroidStack
+from stoixlite.networks.memory.lru import ComplexDense, Feedthrough, RealPart
+from stoixlite.networks.memory.scan import linear_recurrence_combine, linear_recurrence_identity
+
+Array = jax.Array
+LinState = tuple[Array, Array]
+
+
+class S5Cell(MemoroidCell):
+    hidden_size: int
+    state_size: int
+    dt_min: float = 0.001
+    dt_max: float = 0.1
+
+    def setup(self) -> None:
+        n = self.state_size
+        self.log_neg_real = self.param(
+            "log_neg_real", nn.initializers.constant(math.log(0.5)), (n,)
+        )
+        self.imag = self.param(
+            "imag", lambda k, s: jnp.pi * jnp.arange(s[0], dtype=jnp.float32), (n,)
+        )
+        lo, hi = math.log(self.dt_min), math.log(self.dt_max)
+        self.log_dt = self.param(
+            "log_dt", lambda k, s: jax.random.uniform(k, s, minval=lo, maxval=hi), (n,)
+        )
+        self.B = ComplexDense(n, scale=2**-0.5)
+        self.C = RealPart(self.hidden_size)
+        self.D = Feedthrough(self.hidden_size)
+
+    @nn.nowrap
+    def identity(self, batch_size: int) -> LinState:
+        return linear_recurrence_identity((batch_size, self.state_size), jnp.complex64)
+
+    def _discretise(self) -> tuple[Array, Array]:
+        lam = jax.lax.complex(-jnp.exp(self.log_neg_real), self.imag)
+        lam_bar = jnp.exp(lam * jnp.exp(self.log_dt))
+        return lam_bar, (lam_bar - 1.0) / lam
+
+    def operator(self) -> Callable[[LinState, LinState], LinState]:
+        return linear_recurrence_combine
+
+    def elements(self, x: Array) -> LinState:
+        lam_bar, b_scale = self._discretise()
+        u = self.B(x) * b_scale
+        return jnp.broadcast_to(lam_bar, u.shape), u
+
+    def readout(self, states: LinState, x: Array) -> Array:
+        return jax.nn.gelu(self.C(states[1]) + self.D(x))
+
+
+@register_memory("s5")
+class S5(MemoroidStack):
+    """S5 (diagonal SSM, ZOH). Carry per layer: ``(prod Lambda_bar, h)``, each ``[B, N]`` complex64.
+
+    Fields: ``state_size`` (N; ``None`` -> ``hidden_size``), ``dt_min``, ``dt_max``, plus
+    ``num_layers`` and ``scan``.
+    """
+
+    state_size: int | None = None
+    dt_min: float = 0.001
+    dt_max: float = 0.1
+
+    @nn.nowrap
+    def _n(self) -> int:
+        return self.state_size or self.hidden_size
+
+    @nn.nowrap
+    def make_cell(self, layer: int) -> S5Cell:
+        return S5Cell(
+            hidden_size=self.hidden_size,
+            state_size=self._n(),
+            dt_min=self.dt_min,
+            dt_max=self.dt_max,
+        )
+
+    @nn.nowrap
+    def cell_identity(self, batch_size: int) -> LinState:
+        return linear_recurrence_identity((batch_size, self._n()), jnp.complex64)

@@ -1,0 +1,232 @@
+"""Weights & Biases logging (``logger=wandb``) that can never stop or slow training.
+
+* Mode: ``auto`` (default) runs online when credentials exist (``WANDB_API_KEY`` or an entry for
+  the W&B host in ``~/.netrc``) and offline otherwise; ``online``, ``offline`` and ``disabled``
+  force a mode, and an explicit ``WANDB_MODE`` environment variable always wins. Offline runs
+  keep their files under ``<dir>/wandb/offline-run-*`` for a later ``wandb sync``.
+* Failures: if ``wandb.init`` fails online (no network, bad key, timeout after
+  ``init_timeout`` s) the logger logs one error and retries offline; if that fails too it
+  disables itself. An exception from any later call is logged once and W&B logging stops, while
+  the local logs (console, JSON lines, plots, checkpoints) carry on. Logging itself is
+  non-blocking: wandb hands records to its background service process.
+* What is logged: the resolved config (``run.config``), every metric of every record with env
+  steps as the x-axis (``env_step``, also used as the W&B step), and summary values.
+* Grouping: multirun jobs of one Hydra sweep share a group (:func:`default_group`); the run id is
+  kept in ``<run dir>/wandb_run_id`` so a resumed run continues the same W&B run.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import netrc
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+log = logging.getLogger(__name__)
+
+MODES = ("auto", "online", "offline", "disabled")
+STEP_METRIC = "env_step"
+RUN_ID_FILE = "wandb_run_id"
+
+
+def has_credentials() -> bool:
+    """True if W&B can authenticate: ``WANDB_API_KEY`` or a ``~/.netrc`` entry for the host."""
+    if os.environ.get("WANDB_API_KEY"):
+        return True
+    host = urlparse(os.environ.get("WANDB_BASE_URL", "https://api.wandb.ai")).hostname or ""
+    path = os.environ.get("NETRC", os.path.expanduser("~/.netrc"))
+    try:
+        return netrc.netrc(path).authenticators(host) is not None
+    except (OSError, netrc.NetrcParseError):
+        return False
+
+
+def resolve_mode(mode: str = "auto") -> str:
+    """The wandb mode to use: ``WANDB_MODE`` if set, else ``mode`` with ``auto`` resolved."""
+    env_mode = os.environ.get("WANDB_MODE")
+    if env_mode:
+        return "offline" if env_mode == "dryrun" else env_mode
+    if mode not in MODES:
+        raise ValueError(f"logger.wandb.mode={mode!r} is invalid: choose one of {list(MODES)}")
+    if mode == "auto":
+        return "online" if has_credentials() else "offline"
+    return mode
+
+
+def default_group() -> str | None:
+    """The W&B group of this job: the Hydra sweep directory in a multirun, else ``None``.
+
+    Every job of one ``-m`` sweep gets the same name (e.g. ``multirun-2025-01-01-12-00-00``).
+    """
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        hydra_cfg = HydraConfig.get()
+    except (ImportError, ValueError):
+        return None
+    if hydra_cfg.mode != RunMode.MULTIRUN:
+        return None
+    parts = Path(str(hydra_cfg.sweep.dir)).parts[-3:]
+    return "-".join(p for p in parts if p not in ("", ".", "/"))
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+class WandbLogger:
+    """One W&B run. All methods are safe to call after a failure (they then do nothing).
+
+    ``config``: the resolved run config (plain dict). ``run_dir``: the Hydra run directory (the
+    run id file lives there; W&B files go to ``dir`` or, by default, ``run_dir``).
+    """
+
+    def __init__(
+        self,
+        config: Mapping[str, Any],
+        run_dir: str | Path,
+        project: str = "stoixlite",
+        entity: str | None = None,
+        group: str | None = None,
+        tags: Sequence[str] = (),
+        name: str | None = None,
+        mode: str = "auto",
+        init_timeout: float = 30.0,
+        dir: str | Path | None = None,
+        resume: bool = False,
+    ):
+        self.run_dir = Path(run_dir)
+        self.run = None
+        self._failed = False
+        self.mode = resolve_mode(mode)
+        if self.mode == "disabled":
+            return
+        try:
+            import wandb
+        except ImportError as err:  # pragma: no cover - wandb is a dependency
+            self._fail("import", err)
+            return
+        self._wandb = wandb
+        id_file = self.run_dir / RUN_ID_FILE
+        run_id = id_file.read_text().strip() if resume and id_file.exists() else None
+        run_id = run_id or wandb.sdk.lib.runid.generate_id()
+        wandb_dir = Path(dir) if dir else self.run_dir
+        wandb_dir.mkdir(parents=True, exist_ok=True)
+        kwargs = dict(
+            project=project,
+            entity=entity,
+            group=group,
+            tags=list(tags) or None,
+            name=name,
+            config=dict(config),
+            dir=str(wandb_dir),
+            resume="allow" if resume else None,
+            reinit="finish_previous",
+        )
+        modes = [self.mode] + (["offline"] if self.mode == "online" else [])
+        for attempt in modes:
+            try:
+                settings = wandb.Settings(init_timeout=init_timeout, console="off", silent=True)
+                self.run = wandb.init(mode=attempt, id=run_id, settings=settings, **kwargs)
+                self.mode = attempt
+                break
+            except Exception as err:  # noqa: BLE001 - any failure must not stop training
+                self._fail(f"init ({attempt})", err, disable=False)
+                # The failed attempt may still hold its run id: retry under a fresh one.
+                run_id = wandb.sdk.lib.runid.generate_id()
+        if self.run is None:
+            self._failed = True
+            return
+        try:
+            self.run.define_metric(STEP_METRIC)
+            self.run.define_metric("*", step_metric=STEP_METRIC)
+            id_file.write_text(run_id + "\n")
+        except Exception as err:  # noqa: BLE001
+            self._fail("define_metric", err)
+
+    @property
+    def active(self) -> bool:
+        return self.run is not None and not self._failed
+
+    @property
+    def run_path(self) -> Path | None:
+        """The local W&B run directory (``.../wandb/<offline-|>run-<time>-<id>``)."""
+        if self.run is None:
+            return None
+        return Path(self.run.dir).parent
+
+    def _fail(self, what: str, err: BaseException, disable: bool = True) -> None:
+        if disable:
+            if self._failed:
+                return
+            self._failed = True
+            log.error(
+                "W&B %s failed (%s: %s); W&B logging stops, local logs carry on",
+                what, type(err).__name__, err,
+            )
+        else:
+            log.error("W&B %s failed (%s: %s)", what, type(err).__name__, err)
+
+    def log(self, record: Mapping[str, Any], step: int) -> None:
+        """Log every numeric metric of ``record`` at env step ``step`` (non-finite -> null).
+
+        ``record["step"]`` (if present) is dropped: the step is logged as ``env_step``.
+        """
+        if not self.active:
+            return
+        data = {
+            k: _finite(v) for k, v in record.items() if isinstance(v, (int, float)) and k != "step"
+        }
+        data[STEP_METRIC] = int(step)
+        try:
+            self.run.log(data, step=int(step))
+        except Exception as err:  # noqa: BLE001
+            self._fail("log", err)
+
+    def summary(self, values: Mapping[str, Any]) -> None:
+        """Set run summary values (e.g. final and best eval return)."""
+        if not self.active:
+            return
+        try:
+            for key, value in values.items():
+                self.run.summary[key] = _finite(value)
+        except Exception as err:  # noqa: BLE001
+            self._fail("summary", err)
+
+    def finish(self, exit_code: int = 0) -> None:
+        """Close the run (offline: flush files to disk). Never raises."""
+        if self.run is None:
+            return
+        try:
+            self.run.finish(exit_code=exit_code)
+        except Exception as err:  # noqa: BLE001
+            self._fail("finish", err)
+        self.run = None
+
+
+def from_config(
+    logger_cfg: Mapping[str, Any], config: Mapping[str, Any], run_dir: str | Path,
+    default_name: str | None = None, resume: bool = False,
+) -> WandbLogger:
+    """Build a :class:`WandbLogger` from the ``logger.wandb`` config section."""
+    w = dict(logger_cfg or {})
+    return WandbLogger(
+        config=config,
+        run_dir=run_dir,
+        project=w.get("project") or "stoixlite",
+        entity=w.get("entity"),
+        group=w.get("group") or default_group(),
+        tags=tuple(w.get("tags") or ()),
+        name=w.get("name") or default_name,
+        mode=w.get("mode") or "auto",
+        init_timeout=float(w.get("init_timeout") or 30.0),
+        dir=w.get("dir"),
+        resume=resume,
+    )

@@ -1,0 +1,118 @@
+"""Checkpoints: exact round trip of a real learner state (typed and raw keys, struct dataclasses,
+optimiser state), retention of the last k plus the best, refusal of a different config, and no
+corruption of existing checkpoints by an interrupted save."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import TINY, compose_config
+
+from stoixlite.checkpointing import (
+    Checkpointer,
+    CheckpointMismatchError,
+    config_fingerprint,
+    pack_state,
+)
+from stoixlite.experiment import build_experiment
+from stoixlite.ppo.types import LearnerState
+
+
+@pytest.fixture(scope="module")
+def exp_and_state():
+    cfg = compose_config(TINY + ["network=lstm"])
+    exp = build_experiment(cfg)
+    state = exp.init_state(jax.random.PRNGKey(3))
+    state, _ = exp.learn_chunk(state)  # non-trivial optimiser state, carries, env states
+    return cfg, exp, state
+
+
+def assert_trees_identical(a, b):
+    la, ta = jax.tree_util.tree_flatten(a)
+    lb, tb = jax.tree_util.tree_flatten(b)
+    assert ta == tb
+    for x, y in zip(la, lb, strict=True):
+        if jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key):
+            assert jax.dtypes.issubdtype(y.dtype, jax.dtypes.prng_key)
+            assert jax.random.key_impl(x) == jax.random.key_impl(y)
+            x, y = jax.random.key_data(x), jax.random.key_data(y)
+        x, y = np.asarray(x), np.asarray(y)
+        assert x.dtype == y.dtype and x.shape == y.shape
+        np.testing.assert_array_equal(x, y)
+
+
+def test_round_trip_exact(tmp_path, exp_and_state):
+    cfg, exp, state = exp_and_state
+    # A typed key and a raw key side by side, and the learner state itself.
+    tree = {"learner": state, "typed": jax.random.key(7), "raw": jax.random.PRNGKey(9)}
+    ckpt = Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg))
+    host = {"chunk": 1, "host_key": np.asarray(jax.random.PRNGKey(1)).tolist(), "logger_step": 1}
+    assert ckpt.save(1, tree, host, eval_return=0.5)
+    template = {
+        "learner": exp.init_state(jax.random.PRNGKey(0)),
+        "typed": jax.random.key(0),
+        "raw": jax.random.PRNGKey(0),
+    }
+    restored, host_back, step = ckpt.restore(template)
+    assert step == 1 and host_back == host
+    assert isinstance(restored["learner"], LearnerState)
+    assert_trees_identical(restored, tree)
+    # The restored state trains exactly like the original.
+    a, ma = exp.learn_chunk(jax.tree.map(jnp.array, state))
+    b, mb = exp.learn_chunk(restored["learner"])
+    assert_trees_identical(a, b)
+    ckpt.close()
+
+
+def test_keep_last_and_best(tmp_path, exp_and_state):
+    cfg, _, state = exp_and_state
+    ckpt = Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg), keep_last=2, keep_best=True)
+    returns = {1: 0.1, 2: 0.9, 3: 0.2, 4: 0.3, 5: float("nan")}
+    for step, ret in returns.items():
+        ckpt.save(step, state, {"chunk": step}, eval_return=ret)
+    assert ckpt.all_steps() == [2, 4, 5]
+    assert ckpt.best_step() == 2
+    assert ckpt.latest_step() == 5
+    assert ckpt.read_host("best")["host"]["chunk"] == 2
+    assert not ckpt.save(5, state, {"chunk": 5})  # an existing step is never overwritten
+    ckpt.close()
+
+
+def test_refuses_other_network_config(tmp_path, exp_and_state):
+    cfg, _, state = exp_and_state
+    Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg)).save(1, state, {"chunk": 1})
+    other = compose_config(TINY + ["network=lstm", "network.hidden_size=16"])
+    ckpt = Checkpointer(tmp_path / "ckpt", config_fingerprint(other))
+    with pytest.raises(CheckpointMismatchError, match=r"network\.hidden_size: 8 .* != 16") as err:
+        ckpt.restore(build_experiment(other).init_state(jax.random.PRNGKey(0)))
+    assert "\n" not in str(err.value)
+    # Same fingerprint but a template with different leaves: refused, not silently reshaped.
+    same = Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg))
+    with pytest.raises(CheckpointMismatchError, match="shape"):
+        same.restore(jax.tree.map(lambda x: x[..., None] if x.ndim else x, state))
+
+
+def test_interrupted_save_leaves_existing_checkpoints_intact(tmp_path, exp_and_state, monkeypatch):
+    cfg, exp, state = exp_and_state
+    ckpt = Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg))
+    ckpt.save(1, state, {"chunk": 1})
+    arrays_before, _ = pack_state(state)
+
+    import orbax.checkpoint._src.handlers.json_checkpoint_handler as jch
+
+    def boom(*args, **kwargs):
+        raise KeyboardInterrupt("killed mid-save")
+
+    monkeypatch.setattr(jch.JsonCheckpointHandler, "async_save", boom)
+    with pytest.raises(KeyboardInterrupt):
+        ckpt.save(2, state, {"chunk": 2})
+    monkeypatch.undo()
+    fresh = Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg))
+    assert fresh.all_steps() == [1]
+    restored, host, step = fresh.restore(exp.init_state(jax.random.PRNGKey(0)))
+    assert step == 1 and host == {"chunk": 1}
+    arrays_after, _ = pack_state(restored)
+    for k, v in arrays_before.items():
+        np.testing.assert_array_equal(arrays_after[k], v)
