@@ -144,7 +144,7 @@ def unpack_state(template: Any, arrays: dict[str, Any], meta: list[dict[str, Any
             f"{len(leaves)}: it was written by a different network/env/code version"
         )
     out = []
-    for i, (leaf, saved, expected) in enumerate(zip(leaves, meta, template_meta, strict=True)):
+    for i, (saved, expected) in enumerate(zip(meta, template_meta, strict=True)):
         for field in ("shape", "dtype", "key_impl"):
             if saved.get(field) != expected.get(field):
                 raise CheckpointMismatchError(
@@ -245,7 +245,9 @@ class Checkpointer:
             "host": host,
             "fingerprint": self.fingerprint,
             "leaves": meta,
-            "eval_return": eval_return if eval_return is None or math.isfinite(eval_return) else None,
+            "eval_return": eval_return
+            if eval_return is None or math.isfinite(eval_return)
+            else None,
         }
         saved = self._manager.save(
             step,

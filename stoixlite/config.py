@@ -70,9 +70,19 @@ def _validate_env(cfg: DictConfig) -> None:
     _require(name in envs, "env.name", name, f"choose one of {envs}")
     difficulty = OmegaConf.select(cfg, "env.difficulty")
     if name.startswith("popgym/"):
-        _require(difficulty in DIFFICULTIES, "env.difficulty", difficulty, f"choose one of {list(DIFFICULTIES)}")
+        _require(
+            difficulty in DIFFICULTIES,
+            "env.difficulty",
+            difficulty,
+            f"choose one of {list(DIFFICULTIES)}",
+        )
     else:
-        _require(difficulty is None, "env.difficulty", difficulty, f"{name} has no difficulty levels (use null)")
+        _require(
+            difficulty is None,
+            "env.difficulty",
+            difficulty,
+            f"{name} has no difficulty levels (use null)",
+        )
 
 
 def _validate_network(cfg: DictConfig) -> None:
@@ -85,9 +95,19 @@ def _validate_network(cfg: DictConfig) -> None:
         _positive_int(cfg, f"network.{key}")
     for key in ("encoder_layers", "head_layers"):
         value = OmegaConf.select(cfg, f"network.{key}")
-        _require(isinstance(value, int) and value >= 0, f"network.{key}", value, "must be an integer >= 0")
+        _require(
+            isinstance(value, int) and value >= 0,
+            f"network.{key}",
+            value,
+            "must be an integer >= 0",
+        )
     activation = OmegaConf.select(cfg, "network.activation")
-    _require(activation in ACTIVATIONS, "network.activation", activation, f"choose one of {list(ACTIVATIONS)}")
+    _require(
+        activation in ACTIVATIONS,
+        "network.activation",
+        activation,
+        f"choose one of {list(ACTIVATIONS)}",
+    )
     accepted = memory_fields(name)
     for key in network_kwargs(cfg.network):
         _require(
@@ -103,9 +123,16 @@ def _validate_network(cfg: DictConfig) -> None:
 
 
 def _validate_arch_system(cfg: DictConfig) -> None:
-    for key in ("arch.total_timesteps", "arch.num_envs", "arch.num_eval_envs",
-                "arch.num_evaluations", "arch.eval_max_steps", "system.rollout_length",
-                "system.epochs", "system.num_minibatches"):
+    for key in (
+        "arch.total_timesteps",
+        "arch.num_envs",
+        "arch.num_eval_envs",
+        "arch.num_evaluations",
+        "arch.eval_max_steps",
+        "system.rollout_length",
+        "system.epochs",
+        "system.num_minibatches",
+    ):
         _positive_int(cfg, key)
     _number(cfg, "system.lr", 0.0, float("inf"), low_open=True)
     _number(cfg, "system.gamma", 0.0, 1.0, low_open=True)
@@ -142,11 +169,25 @@ def _validate_arch_system(cfg: DictConfig) -> None:
     )
 
 
+def _validate_experiment(cfg: DictConfig) -> None:
+    """Seeds, checkpoints and the W&B section (all optional in hand-written configs)."""
+    if OmegaConf.select(cfg, "arch.num_seeds", default=None) is not None:
+        _positive_int(cfg, "arch.num_seeds")
+    if OmegaConf.select(cfg, "checkpoint", default=None) is not None:
+        _positive_int(cfg, "checkpoint.every")
+        _positive_int(cfg, "checkpoint.keep_last")
+    mode = OmegaConf.select(cfg, "logger.wandb.mode", default=None)
+    if mode is not None:
+        allowed = ("auto", "online", "offline", "disabled")
+        _require(mode in allowed, "logger.wandb.mode", mode, f"choose one of {list(allowed)}")
+
+
 def validate(cfg: DictConfig) -> None:
     """Raise :class:`ConfigError` (one line) on the first invalid setting."""
     for group in ("arch", "system", "network", "env", "logger"):
         _require(group in cfg and cfg[group] is not None, group, None, "config group is missing")
     _validate_arch_system(cfg)
+    _validate_experiment(cfg)
     _validate_env(cfg)
     _validate_network(cfg)
 

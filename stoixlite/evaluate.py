@@ -33,7 +33,9 @@ from stoixlite.evaluation import make_evaluator
 from stoixlite.experiment import Experiment, build_experiment, make_env_stack
 
 
-def load_run(run_dir: str | Path, checkpoint: str | int = "latest") -> tuple[DictConfig, Experiment, Any, int]:
+def load_run(
+    run_dir: str | Path, checkpoint: str | int = "latest"
+) -> tuple[DictConfig, Experiment, Any, int]:
     """``(cfg, experiment, learner state, step)`` of a run directory's checkpoint."""
     from stoixlite.trainer import init_learner
 
@@ -186,8 +188,12 @@ def _fmt(x: np.ndarray) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m stoixlite.evaluate", description=__doc__.split("\n")[0])
-    parser.add_argument("run_dir", type=Path, help="a run directory (has config.yaml, checkpoints/)")
+    parser = argparse.ArgumentParser(
+        prog="python -m stoixlite.evaluate", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "run_dir", type=Path, help="a run directory (has config.yaml, checkpoints/)"
+    )
     parser.add_argument("--episodes", type=int, default=64, help="episodes per seed (default 64)")
     parser.add_argument("--sampled", action="store_true", help="sample actions (default: greedy)")
     parser.add_argument("--reference", action="store_true", help="also evaluate on original popgym")
@@ -202,8 +208,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     mode = "sampled" if args.sampled else "greedy"
-    print(f"{args.run_dir}: checkpoint {results[0]['checkpoint']}, {args.episodes} episodes, {mode}")
-    header = "| seed | port (JAX) return |" + (" popgym reference return |" if args.reference else "")
+    print(
+        f"{args.run_dir}: checkpoint {results[0]['checkpoint']}, {args.episodes} episodes, {mode}"
+    )
+    header = "| seed | port (JAX) return |" + (
+        " popgym reference return |" if args.reference else ""
+    )
     print(header)
     print("|---|---|" + ("---|" if args.reference else ""))
     for row in results:

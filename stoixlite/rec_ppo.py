@@ -1,21 +1,29 @@
 """Recurrent PPO entry point: ``python -m stoixlite.rec_ppo [overrides]``.
 
 Composes the Hydra config (``configs/`` next to the package, so it works from any working
-directory), validates it before compiling anything, then runs the host loop: compiled learn
-chunks, evaluation between chunks, JSON-lines metrics, progress bar, learning-curve plot.
-Returns the final mean evaluation return (what Hydra sweepers optimise).
+directory), validates it before compiling anything, then runs the host loop of
+:mod:`stoixlite.trainer`: compiled learn chunks, evaluation between chunks, JSON-lines metrics,
+W&B (``logger=wandb``), checkpoints, progress bar, learning-curve plot. Returns the final mean
+evaluation return (what Hydra sweepers optimise).
+
+``resume=<run dir>`` continues an interrupted run in its own directory from its latest
+checkpoint, with the config saved there (command-line overrides given with ``resume`` are
+applied on top; a different network or env config is refused). In a multirun (``-m``) a failing
+job writes its traceback to ``<job dir>/error.txt``, returns NaN (a failed trial for Optuna) and
+the sweep goes on.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import sys
-import time
+import traceback
 from pathlib import Path
 
 import hydra
-import jax
 from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from stoixlite.config import ConfigError, validate
@@ -25,74 +33,58 @@ CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 if not OmegaConf.has_resolver("slug"):
     OmegaConf.register_new_resolver("slug", lambda value: str(value).replace("/", "-"))
 
+log = logging.getLogger("stoixlite")
+
 
 def run_name(cfg: DictConfig) -> str:
-    return f"{cfg.env.name}[{cfg.env.difficulty or '-'}] {cfg.network.name} seed={cfg.arch.seed}"
+    from stoixlite.trainer import run_name as name
+
+    return name(cfg)
 
 
-def train(cfg: DictConfig, run_dir: Path) -> float:
-    """Train one agent as configured, writing outputs to ``run_dir``; returns the final eval return."""
-    from stoixlite.experiment import build_experiment
-    from stoixlite.metrics import JsonlWriter, summarize_chunk, summarize_eval
-    from stoixlite.plotting import plot_learning_curve
-    from stoixlite.progress import TrainingProgress
+def train(cfg: DictConfig, run_dir: Path, resume: bool = False) -> float:
+    """Train one agent as configured, writing outputs to ``run_dir``; returns the final eval
+    return (see :func:`stoixlite.trainer.train`)."""
+    from stoixlite.trainer import train as run
 
+    return run(cfg, run_dir, resume=resume)
+
+
+def _job_failed(run_dir: Path, message: str) -> float:
+    """Record a failed multirun job and let the sweep continue."""
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    exp = build_experiment(cfg)
-    key = jax.random.PRNGKey(cfg.arch.seed)
-    key, init_key = jax.random.split(key)
-    state = exp.init_state(init_key)
-
-    start = time.perf_counter()
-    learn_chunk = exp.learn_chunk.lower(state).compile()
-    compile_s = time.perf_counter() - start
-    writer = JsonlWriter(run_dir / "metrics.jsonl") if cfg.logger.jsonl else None
-    num_chunks = cfg.arch.num_evaluations
-    total_steps = exp.steps_per_chunk * num_chunks
-    record: dict[str, float] = {}
-    with TrainingProgress(total_steps, run_name(cfg), enabled=cfg.logger.progress) as progress:
-        for chunk in range(num_chunks):
-            tic = time.perf_counter()
-            state, chunk_metrics = learn_chunk(state)
-            chunk_metrics = jax.device_get(chunk_metrics)
-            train_s = time.perf_counter() - tic
-            key, eval_key = jax.random.split(key)
-            eval_result = jax.device_get(exp.evaluate(state.params, eval_key))
-            step = exp.steps_per_chunk * (chunk + 1)
-            record = {
-                "step": step,
-                "update": exp.ppo.updates_per_chunk * (chunk + 1),
-                **summarize_chunk(chunk_metrics),
-                "train/sps": exp.steps_per_chunk / train_s,
-                **summarize_eval(eval_result),
-                "time/elapsed_s": time.perf_counter() - start,
-                "time/compile_s": compile_s,
-            }
-            if writer is not None:
-                writer.log(record)
-            progress.update(step, record)
-    if writer is not None:
-        writer.close()
-        if cfg.logger.plot:
-            plot_learning_curve(run_dir / "metrics.jsonl", run_dir / "learning_curve.png", run_name(cfg))
-    final = record["eval/episode_return"]
-    print(
-        f"final eval return {final:.4f} after {total_steps} steps "
-        f"({time.perf_counter() - start:.1f}s, compile {compile_s:.1f}s); outputs in {run_dir}"
+    (run_dir / "error.txt").write_text(message)
+    log.error(
+        "job failed (details in %s): %s", run_dir / "error.txt", message.strip().splitlines()[-1]
     )
-    return final
+    return math.nan
 
 
 @hydra.main(version_base=None, config_path=str(CONFIG_DIR), config_name="config")
 def main(cfg: DictConfig) -> float:
+    from stoixlite.checkpointing import CheckpointMismatchError
+    from stoixlite.trainer import resume_config
+
     logging.getLogger("jax").setLevel(logging.WARNING)
+    hydra_cfg = HydraConfig.get()
+    multirun = hydra_cfg.mode == RunMode.MULTIRUN
+    run_dir = Path(hydra_cfg.runtime.output_dir)
     try:
+        resume = OmegaConf.select(cfg, "resume", default=None)
+        if resume:
+            run_dir = Path(str(resume)).expanduser().resolve()
+            cfg = resume_config(cfg, run_dir, list(hydra_cfg.overrides.task))
         validate(cfg)
-    except ConfigError as err:
-        print(f"config error: {err}", file=sys.stderr)
+        return train(cfg, run_dir, resume=bool(resume))
+    except (ConfigError, CheckpointMismatchError, FileNotFoundError) as err:
+        if multirun:
+            return _job_failed(run_dir, f"{type(err).__name__}: {err}\n")
+        print(f"error: {err}", file=sys.stderr)
         sys.exit(2)
-    return train(cfg, Path(HydraConfig.get().runtime.output_dir))
+    except Exception:
+        if not multirun:
+            raise
+        return _job_failed(run_dir, traceback.format_exc())
 
 
 if __name__ == "__main__":

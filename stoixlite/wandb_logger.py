@@ -169,7 +169,9 @@ class WandbLogger:
             self._failed = True
             log.error(
                 "W&B %s failed (%s: %s); W&B logging stops, local logs carry on",
-                what, type(err).__name__, err,
+                what,
+                type(err).__name__,
+                err,
             )
         else:
             log.error("W&B %s failed (%s: %s)", what, type(err).__name__, err)
@@ -212,8 +214,11 @@ class WandbLogger:
 
 
 def from_config(
-    logger_cfg: Mapping[str, Any], config: Mapping[str, Any], run_dir: str | Path,
-    default_name: str | None = None, resume: bool = False,
+    logger_cfg: Mapping[str, Any],
+    config: Mapping[str, Any],
+    run_dir: str | Path,
+    default_name: str | None = None,
+    resume: bool = False,
 ) -> WandbLogger:
     """Build a :class:`WandbLogger` from the ``logger.wandb`` config section."""
     w = dict(logger_cfg or {})

@@ -3,7 +3,7 @@
 * the lifted operator ``(state, start)`` is associative and ``(identity, False)`` is a two-sided
   identity, on random elements, products of elements and random start flags, for every memoroid;
 * the associative (``jax.lax.associative_scan``) and sequential (``jax.lax.scan``) strategies give
-  the same outputs, final carries and parameter gradients, also with ``num_layers=2``;
+  the same outputs, final carries and parameter gradients (also for a 2-layer residual stack);
 * each model's prefix states equal an explicit numpy recurrence with resets (written from the
   papers' equations, not from the operator);
 * ``scan="auto"`` resolution and validation.
@@ -146,9 +146,7 @@ def test_operator_is_associative_with_identity(name):
         _close(op(params, a, reset_b)[0], b[0], what="reset discards left")
 
 
-@pytest.mark.parametrize(
-    "name,num_layers", [(n, 1) for n in MEMOROIDS] + [("ffm", 2), ("mingru", 2)]
-)
+@pytest.mark.parametrize("name,num_layers", [(n, 1) for n in MEMOROIDS] + [("mingru", 2)])
 def test_associative_equals_sequential(name, num_layers):
     models, params = _setup(name, num_layers)
     x, start = _inputs(jax.random.key(5))

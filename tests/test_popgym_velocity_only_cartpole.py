@@ -1,5 +1,8 @@
 """VelocityOnlyCartPole port vs popgym.envs.velocity_only_cartpole, replayed step for step.
 
+popgym's quirk is reproduced: the first observation of an episode is (x, theta) (its reset is the
+position-only one), every later one is (x_dot, theta_dot).
+
 Open-loop replays (harness) run the port in float64 (``jax.enable_x64``) and float32 over whole
 random-action episodes and the first 200 steps of balancing (oracle) episodes; whole oracle
 episodes up to the time limit are checked one step at a time from the reference's exact state
@@ -19,6 +22,7 @@ from popgym_harness import assert_equivalent, random_actions, replay
 from popgym_physics import assert_forced_equivalent, forced_records
 
 from stoixlite.envs.popgym import velocity_only_cartpole as port
+from stoixlite.envs.popgym.position_only_cartpole import balancing_action
 from stoixlite.envs.registry import make
 from stoixlite.envs.types import LAST
 
@@ -41,7 +45,7 @@ def state_from_ref(env, ref):
 
 
 def oracle(ref, obs, rng):
-    return int(port.balancing_action(ref.state))
+    return int(balancing_action(ref.state))
 
 
 @pytest.mark.parametrize("difficulty", DIFFICULTIES)
@@ -115,7 +119,10 @@ def test_native_reset_vmap_and_oracle():
 
     state, ts0, (step_type, discount, reward) = run(jax.random.PRNGKey(0))
     assert np.all(np.abs(np.asarray(state.physics)) <= 0.05)
+    # Reset quirk: positions first, velocities after every step.
     np.testing.assert_array_equal(ts0.observation, np.asarray(state.physics)[:, [0, 2]])
+    state1, ts1 = jax.vmap(env.step)(state, jnp.ones(n, jnp.int32))
+    np.testing.assert_array_equal(ts1.observation, np.asarray(state1.physics)[:, [1, 3]])
     assert np.all(step_type[:-1] != LAST) and np.all(step_type[-1] == LAST)
     assert np.all(discount[-1] == 1.0)  # time limit: truncation, bootstrap
     np.testing.assert_allclose(np.asarray(reward.sum(0)), 1.0, atol=1e-5)

@@ -36,7 +36,9 @@ def test_offline_run_has_config_metrics_summary(tmp_path):
     logger.summary({"final/eval_return": 0.5})
     run_path = logger.run_path
     logger.finish()
-    assert run_path.name.startswith("offline-run-") and run_path.parent == tmp_path / "run" / "wandb"
+    assert (
+        run_path.name.startswith("offline-run-") and run_path.parent == tmp_path / "run" / "wandb"
+    )
 
     run = read_run(run_path)
     assert run["run"].project == "stoixlite"

@@ -2,13 +2,14 @@ r"""Recurrent actor-critic assembly.
 
 Data flow for one call, time-major (T steps, B environments)::
 
-    obs [T, B, F] --> encoder MLP --> memory(carry, (embedding, start)) --> head MLP --> policy head --> dist
-                                                         |                           \-> value head  --> value [T, B]
-                                                         +--> new carry (state after step T-1)
+    obs [T, B, F] -> encoder MLP -> memory(carry, (x, start)) -+-> actor MLP  -> policy head -> dist
+                                        |                      +-> critic MLP -> value head  -> value [T, B]
+                                        +-> new carry (state after step T-1)
 
 ``start [T, B]`` marks the first observation of an episode; the memory resets its state before
-consuming that step. With ``shared_memory=False`` the actor and the critic each own an encoder,
-a memory and a head MLP, and the carry is the tuple ``(actor_carry, critic_carry)``.
+consuming that step. The actor and critic MLPs (``head_layers`` x ``head_size``) are always
+separate. With ``shared_memory=False`` the actor and the critic also each own an encoder and a
+memory, and the carry is the tuple ``(actor_carry, critic_carry)``.
 """
 
 from __future__ import annotations
@@ -67,25 +68,20 @@ def policy_head(action_space: Space) -> nn.Module:
 
 
 class MemoryTower(nn.Module):
-    """encoder MLP -> memory -> head MLP: ``(carry, obs [T,B,F], start [T,B]) -> (carry, z [T,B,D])``."""
+    """encoder MLP -> memory: ``(carry, obs [T,B,F], start [T,B]) -> (carry, y [T,B,H])``."""
 
     memory_name: str
     memory_kwargs: dict[str, Any]
     embed_size: int
     encoder_layers: int
-    head_size: int
-    head_layers: int
     activation: str
 
     def setup(self) -> None:
         self.encoder = MLP(self.embed_size, self.encoder_layers, self.activation)
         self.memory = build_memory(self.memory_name, **self.memory_kwargs)
-        self.head = MLP(self.head_size, self.head_layers, self.activation)
 
     def __call__(self, carry: Any, obs: jax.Array, start: jax.Array) -> tuple[Any, jax.Array]:
-        x = self.encoder(obs)
-        carry, y = self.memory(carry, (x, start))
-        return carry, self.head(y)
+        return self.memory(carry, (self.encoder(obs), start))
 
     @nn.nowrap
     def initialize_carry(self, batch_size: int) -> Any:
@@ -112,8 +108,6 @@ class ActorCritic(nn.Module):
             dict(self.memory_kwargs),
             self.embed_size,
             self.encoder_layers,
-            self.head_size,
-            self.head_layers,
             self.activation,
             **kwargs,
         )
@@ -122,6 +116,8 @@ class ActorCritic(nn.Module):
         self.actor_tower = self._tower()
         if not self.shared_memory:
             self.critic_tower = self._tower()
+        self.actor_mlp = MLP(self.head_size, self.head_layers, self.activation)
+        self.critic_mlp = MLP(self.head_size, self.head_layers, self.activation)
         self.pi = policy_head(self.action_space)
         self.v = nn.Dense(1, kernel_init=nn.initializers.orthogonal(1.0))
 
@@ -135,8 +131,8 @@ class ActorCritic(nn.Module):
             actor_carry, z = self.actor_tower(carry[0], obs, start)
             critic_carry, z_critic = self.critic_tower(carry[1], obs, start)
             carry = (actor_carry, critic_carry)
-        value = self.v(z_critic)[..., 0]
-        return carry, (self.pi(z), value)
+        value = self.v(self.critic_mlp(z_critic))[..., 0]
+        return carry, (self.pi(self.actor_mlp(z)), value)
 
     @nn.nowrap
     def initialize_carry(self, batch_size: int) -> Any:

@@ -1,0 +1,261 @@
+"""Training-step benchmark of the memory models (forward + backward, jitted).
+
+For each model (GRU, LSTM, every memoroid under both scan strategies) and sequence length T:
+one jitted ``value_and_grad`` of ``sum(w * y)`` w.r.t. the parameters on ``x [T, B, F]`` with
+random episode starts (p = 1/64), from ``initialize_carry``. Compile time is measured
+separately; the step time is the median of several runs after compilation. Each configuration
+runs in its own subprocess so that its peak memory is its own: ``jax.devices()[0].memory_stats()``
+(``peak_bytes_in_use``) where the backend provides it (GPU/TPU), else the process peak RSS
+(``resource.getrusage``, includes the ~0.3 GB JAX runtime).
+
+Also measured: the rollout step (T = 1, forward only), the latency-bound hot loop of PPO.
+
+    python scripts/benchmark_memory.py                       # T in 64, 256, 1024, 4096
+    python scripts/benchmark_memory.py --quick               # T in 16, 64 (smoke run)
+    python scripts/benchmark_memory.py --out bench.json --models gru ffm
+
+Prints markdown tables and writes JSON (``--out``). Configurations whose scanned states would
+exceed ``--max-state-mb`` (e.g. linear attention at T = 4096) are skipped and reported as such.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+RNNS = ("gru", "lstm")
+MEMOROIDS = ("ffm", "lru", "s5", "linear_attention", "mingru")
+
+
+def _cpu_name() -> str:
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
+        for line in out.splitlines():
+            if line.startswith("Model name:"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _state_floats(model, batch: int) -> int:
+    """Floats (complex counts 2) in one step's carry, all layers."""
+    import jax
+    import jax.numpy as jnp
+
+    total = 0
+    for leaf in jax.tree_util.tree_leaves(model.initialize_carry(batch)):
+        total += leaf.size * (2 if jnp.iscomplexobj(leaf) else 1)
+    return total
+
+
+def run_one(name: str, scan: str, length: int, batch: int, hidden: int, mode: str, reps: int):
+    """Measure one configuration in this process; returns a result dict."""
+    import resource
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from stoixlite.networks.memory import build_memory
+
+    kwargs = {"hidden_size": hidden}
+    if scan != "-":
+        kwargs["scan"] = scan
+    model = build_memory(name, **kwargs)
+    kx, ks, kw, kp = jax.random.split(jax.random.key(0), 4)
+    x = jax.random.normal(kx, (length, batch, hidden), jnp.float32)
+    start = jax.random.bernoulli(ks, 1.0 / 64, (length, batch)).at[0].set(True)
+    w = jax.random.normal(kw, (length, batch, hidden), jnp.float32)
+    carry = model.initialize_carry(batch)
+    params = jax.jit(model.init)(kp, carry, (x, start))
+
+    if mode == "train":
+
+        @jax.jit
+        def step(p, x):
+            def loss(p):
+                return jnp.sum(w * model.apply(p, carry, (x, start))[1])
+
+            return jax.value_and_grad(loss)(p)
+
+    else:
+
+        @jax.jit
+        def step(p, x):
+            return model.apply(p, carry, (x, start))
+
+    t0 = time.perf_counter()
+    jax.block_until_ready(step(params, x))
+    compile_s = time.perf_counter() - t0
+    times = []
+    t_end = time.perf_counter() + 20.0
+    while len(times) < reps or (len(times) < 3 * reps and time.perf_counter() < t_end):
+        t0 = time.perf_counter()
+        jax.block_until_ready(step(params, x))
+        times.append(time.perf_counter() - t0)
+        if len(times) >= reps and time.perf_counter() > t_end:
+            break
+    stats = None
+    try:
+        stats = jax.devices()[0].memory_stats()
+    except Exception:  # noqa: BLE001 - backends without memory stats
+        stats = None
+    if stats and "peak_bytes_in_use" in stats:
+        peak_mb, source = stats["peak_bytes_in_use"] / 2**20, "device peak_bytes_in_use"
+    else:
+        peak_mb, source = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "process RSS"
+    return {
+        "model": name,
+        "scan": scan,
+        "T": length,
+        "batch": batch,
+        "hidden": hidden,
+        "mode": mode,
+        "ms": float(np.median(times) * 1e3),
+        "ms_min": float(np.min(times) * 1e3),
+        "runs": len(times),
+        "compile_s": compile_s,
+        "peak_mb": peak_mb,
+        "memory_source": source,
+        "state_mb": _state_floats(model, batch) * 4 * length / 2**20,
+    }
+
+
+def _configs(models, lengths):
+    for name in models:
+        scans = ("-",) if name not in MEMOROIDS else ("associative", "sequential")
+        for scan in scans:
+            yield name, scan, 1, "rollout"
+            for length in lengths:
+                yield name, scan, length, "train"
+
+
+def _estimate_state_mb(name: str, length: int, batch: int, hidden: int) -> float:
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from stoixlite.networks.memory import build_memory
+
+    return _state_floats(build_memory(name, hidden_size=hidden), batch) * 4 * length / 2**20
+
+
+def _pivot(results, lengths, key, fmt) -> str:
+    rows = {}
+    for r in results:
+        if r.get("mode") != "train":
+            continue
+        cell = fmt(r[key]) if key in r else r.get("status", "?")
+        rows.setdefault((r["model"], r["scan"]), {})[r["T"]] = cell
+    head = "| model | scan | " + " | ".join(f"T={t}" for t in lengths) + " |"
+    sep = "|---|---|" + "---:|" * len(lengths)
+    body = [
+        f"| {m} | {s} | " + " | ".join(cells.get(t, "") for t in lengths) + " |"
+        for (m, s), cells in rows.items()
+    ]
+    return "\n".join([head, sep, *body])
+
+
+def _rollout_table(results) -> str:
+    lines = ["| model | scan | T=1 forward ms | compile s |", "|---|---|---:|---:|"]
+    for r in results:
+        if r.get("mode") == "rollout":
+            ms = f"{r['ms']:.3f}" if "ms" in r else r.get("status", "?")
+            comp = f"{r['compile_s']:.2f}" if "compile_s" in r else ""
+            lines.append(f"| {r['model']} | {r['scan']} | {ms} | {comp} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="T in 16, 64 and fewer runs")
+    ap.add_argument("--lengths", type=int, nargs="*", default=None)
+    ap.add_argument("--models", nargs="*", default=list(RNNS + MEMOROIDS))
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--hidden", type=int, default=128)
+    ap.add_argument("--reps", type=int, default=5, help="minimum timed runs per configuration")
+    ap.add_argument("--max-state-mb", type=float, default=1024.0)
+    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per configuration")
+    ap.add_argument("--out", type=str, default=None, help="write JSON results here")
+    ap.add_argument(
+        "--single", nargs=4, metavar=("MODEL", "SCAN", "T", "MODE"), help=argparse.SUPPRESS
+    )
+    args = ap.parse_args()
+
+    if args.single:
+        name, scan, length, mode = args.single
+        res = run_one(name, scan, int(length), args.batch, args.hidden, mode, args.reps)
+        print("RESULT " + json.dumps(res))
+        return
+
+    import jax
+
+    lengths = args.lengths or ([16, 64] if args.quick else [64, 256, 1024, 4096])
+    reps = 3 if args.quick else args.reps
+    hardware = {
+        "cpu": _cpu_name(),
+        "cpu_count": os.cpu_count(),
+        "backend": jax.default_backend(),
+        "device": str(jax.devices()[0].device_kind),
+        "jax": jax.__version__,
+        "python": platform.python_version(),
+    }
+    print(f"hardware: {hardware}", flush=True)
+    results = []
+    for name, scan, length, mode in _configs(args.models, lengths):
+        tag = f"{name:16s} {scan:11s} {mode:7s} T={length:<5d}"
+        state_mb = _estimate_state_mb(name, length, args.batch, args.hidden)
+        if state_mb > args.max_state_mb:
+            res = {"model": name, "scan": scan, "T": length, "mode": mode}
+            res["status"] = f"skipped (states {state_mb:.0f} MB)"
+            print(f"{tag} {res['status']}", flush=True)
+            results.append(res)
+            continue
+        cmd = [sys.executable, __file__, "--single", name, scan, str(length), mode]
+        cmd += ["--batch", str(args.batch), "--hidden", str(args.hidden), "--reps", str(reps)]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
+            line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
+            if proc.returncode != 0 or not line:
+                err = (proc.stderr.strip().splitlines() or ["?"])[-1]
+                raise RuntimeError(f"rc={proc.returncode}: {err}")
+            res = json.loads(line[-1][len("RESULT ") :])
+            print(
+                f"{tag} {res['ms']:10.2f} ms  peak {res['peak_mb']:8.0f} MB  "
+                f"compile {res['compile_s']:.1f} s  ({res['runs']} runs)",
+                flush=True,
+            )
+        except (subprocess.TimeoutExpired, RuntimeError) as exc:
+            res = {"model": name, "scan": scan, "T": length, "mode": mode, "status": "failed"}
+            res["error"] = str(exc)[:300]
+            print(f"{tag} failed: {res['error']}", flush=True)
+        results.append(res)
+
+    print("\n### Training step (forward + backward), ms, median\n")
+    print(_pivot(results, lengths, "ms", lambda v: f"{v:.1f}"))
+    print("\n### Peak memory, MB\n")
+    print(_pivot(results, lengths, "peak_mb", lambda v: f"{v:.0f}"))
+    print("\n### Rollout step (T = 1, forward only)\n")
+    print(_rollout_table(results))
+    if args.out:
+        payload = {
+            "hardware": hardware,
+            "batch": args.batch,
+            "hidden": args.hidden,
+            "lengths": lengths,
+            "results": results,
+        }
+        Path(args.out).write_text(json.dumps(payload, indent=2))
+        print(f"\nwrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

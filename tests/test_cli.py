@@ -1,0 +1,46 @@
+"""End-to-end runs: tiny budgets, every core network on CartPole and repeat_previous."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import pytest
+from conftest import TINY, compose_config
+
+from stoixlite.metrics import read_jsonl
+from stoixlite.rec_ppo import train
+
+
+@pytest.mark.parametrize("env", ["gymnax/CartPole-v1", "popgym/repeat_previous"])
+@pytest.mark.parametrize("network", ["mlp", "gru", "lstm"])
+def test_train_writes_metrics(tmp_path, env, network):
+    cfg = compose_config([f"env={env}", f"network={network}", *TINY])
+    final = train(cfg, tmp_path)
+    records = read_jsonl(tmp_path / "metrics.jsonl")
+    assert len(records) == cfg.arch.num_evaluations
+    assert [r["step"] for r in records] == [64, 128]
+    for key in ("train/sps", "loss/total", "loss/entropy", "eval/episode_return", "train/explained_variance"):
+        assert all(r[key] is not None and math.isfinite(r[key]) for r in records), key
+    assert records[-1]["loss/first_ratio_max_dev"] < 1e-5
+    assert final == records[-1]["eval/episode_return"]
+    assert (tmp_path / "config.yaml").read_text().count(env) >= 1
+    assert (tmp_path / "learning_curve.png").stat().st_size > 0
+
+
+def test_cli_runs_from_any_directory(tmp_path):
+    """`python -m stoixlite.rec_ppo` finds its configs from an unrelated working directory."""
+    run_dir = tmp_path / "run"
+    proc = subprocess.run(
+        [sys.executable, "-m", "stoixlite.rec_ppo", "env=gymnax/CartPole-v1", *TINY,
+         f"hydra.run.dir={run_dir}"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "final eval return" in proc.stdout
+    assert len(read_jsonl(run_dir / "metrics.jsonl")) == 2
+    assert (run_dir / ".hydra" / "config.yaml").exists()

@@ -1,0 +1,197 @@
+"""Experiment workflow: exact resume after SIGTERM, multi-seed == single seeds, refusing a
+checkpoint of another config, a Hydra multirun with W&B (offline) and a failing job,
+aggregation of its results, and evaluation of a saved checkpoint (also on the popgym reference).
+
+All runs share one tiny config, so the host loop's program cache compiles it once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import numpy as np
+import pytest
+from conftest import TINY, compose_config
+from omegaconf import OmegaConf
+from wandb_reader import read_run
+
+from stoixlite import trainer
+from stoixlite.checkpointing import (
+    Checkpointer,
+    CheckpointMismatchError,
+    checkpoint_dir,
+    config_fingerprint,
+    pack_state,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+# 3 chunks of 1 update (4 envs x 16 steps) each; popgym/repeat_previous (episodes of 51 steps).
+RUN = TINY + ["arch.total_timesteps=192", "arch.num_evaluations=3", "logger.plot=false"]
+VOLATILE = ("time/", "train/sps")
+
+
+def stable(records: list[dict]) -> list[dict]:
+    return [{k: v for k, v in r.items() if not k.startswith(VOLATILE)} for r in records]
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def final_arrays(cfg, run_dir: Path) -> dict[str, np.ndarray]:
+    exp, _ = trainer.experiment_and_programs(cfg)
+    state, key = trainer.init_learner(exp, cfg)
+    with Checkpointer(checkpoint_dir(run_dir), config_fingerprint(cfg)) as ckpt:
+        tree, host, step = ckpt.restore({"learner": state, "host_key": key})
+    assert step == cfg.arch.num_evaluations and host["chunk"] == step
+    return pack_state(tree)[0]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory):
+    cfg = compose_config(RUN)
+    run_dir = tmp_path_factory.mktemp("full")
+    final = trainer.train(cfg, run_dir)
+    return cfg, run_dir, final
+
+
+def test_sigterm_then_resume_is_bit_identical(tmp_path, uninterrupted):
+    cfg, full_dir, full_final = uninterrupted
+
+    def kill_after_first_chunk(chunk, record):
+        if chunk == 0:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    with pytest.raises(trainer.TrainingInterrupted) as stop:
+        trainer.train(cfg, tmp_path, on_chunk_end=kill_after_first_chunk)
+    assert stop.value.code == 128 + signal.SIGTERM and "resume=" in str(stop.value)
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handlers restored
+    with Checkpointer(checkpoint_dir(tmp_path), config_fingerprint(cfg)) as ckpt:
+        assert ckpt.all_steps() == [1]
+    assert len(read_jsonl(tmp_path / "metrics.jsonl")) == 1
+
+    resumed_cfg = trainer.resume_config(compose_config(RUN), tmp_path, [])
+    resumed_final = trainer.train(resumed_cfg, tmp_path, resume=True)
+    assert resumed_final == full_final
+    assert stable(read_jsonl(tmp_path / "metrics.jsonl")) == stable(
+        read_jsonl(full_dir / "metrics.jsonl")
+    )
+    full, resumed = final_arrays(cfg, full_dir), final_arrays(cfg, tmp_path)
+    assert full.keys() == resumed.keys()
+    for name in full:
+        np.testing.assert_array_equal(resumed[name], full[name], err_msg=name)
+
+
+def test_seed_k_of_multi_seed_run_equals_single_seed_run(tmp_path, uninterrupted):
+    cfg1, _, _ = uninterrupted
+    single_cfg = compose_config(RUN + ["arch.seed=1"])
+    single_final = trainer.train(single_cfg, tmp_path / "single")
+    multi_cfg = compose_config(RUN + ["arch.seed=0", "arch.num_seeds=2"])
+    multi_final = trainer.train(multi_cfg, tmp_path / "multi")
+
+    per_seed = read_jsonl(tmp_path / "multi" / "metrics_per_seed.jsonl")
+    assert [r["seed"] for r in per_seed] == [0, 1] * 3
+    seed1 = [{k: v for k, v in r.items() if k != "seed"} for r in per_seed if r["seed"] == 1]
+    single = read_jsonl(tmp_path / "single" / "metrics.jsonl")
+    for got, want in zip(stable(seed1), stable(single), strict=True):
+        assert got.keys() <= want.keys()
+        for key, value in got.items():
+            if value is None:
+                assert want[key] is None, key
+            else:
+                np.testing.assert_allclose(value, want[key], rtol=1e-5, atol=1e-6, err_msg=key)
+    aggregate = read_jsonl(tmp_path / "multi" / "metrics.jsonl")[-1]
+    seeds_last = [r["eval/episode_return"] for r in per_seed[-2:]]
+    np.testing.assert_allclose(aggregate["eval/episode_return"], np.mean(seeds_last), rtol=1e-6)
+    np.testing.assert_allclose(multi_final, np.mean(seeds_last), rtol=1e-6)
+    np.testing.assert_allclose(seeds_last[1], single_final, rtol=1e-5, atol=1e-6)
+
+    multi = final_arrays(multi_cfg, tmp_path / "multi")
+    single_arrays = final_arrays(single_cfg, tmp_path / "single")
+    for name, value in single_arrays.items():
+        np.testing.assert_allclose(multi[name][1], value, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def test_resume_refuses_other_network_config(uninterrupted):
+    cfg, run_dir, _ = uninterrupted
+    other = compose_config(RUN + ["network.hidden_size=16"])
+    resumed = trainer.resume_config(other, run_dir, ["network.hidden_size=16"])
+    assert resumed.network.hidden_size == 16 and resumed.arch.num_envs == cfg.arch.num_envs
+    with pytest.raises(CheckpointMismatchError, match="network.hidden_size: 8"):
+        trainer.train(resumed, run_dir, resume=True)
+
+
+def test_evaluate_checkpoint_on_port_and_reference(uninterrupted, capsys):
+    from stoixlite.evaluate import main
+
+    _, run_dir, _ = uninterrupted
+    assert main([str(run_dir), "--episodes", "3", "--reference", "--checkpoint", "best"]) == 0
+    out = capsys.readouterr().out
+    row = [line for line in out.splitlines() if line.startswith("| 0 |")][0]
+    port, reference = (float(cell.split("±")[0]) for cell in row.split("|")[2:4])
+    # RepeatPrevious returns lie in [-1, 1] on both implementations.
+    assert -1.0 <= port <= 1.0 and -1.0 <= reference <= 1.0
+    assert main([str(run_dir / "nope")]) == 2
+
+
+def test_multirun_with_wandb_failing_job_and_aggregate(tmp_path):
+    """4 jobs (2 seeds x 2 learning rates, one of them invalid): the valid jobs finish, share a
+    W&B group, the invalid ones leave error.txt; the aggregate table pools the seeds."""
+    sweep = tmp_path / "sweep"
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+    cmd = [
+        sys.executable,
+        "-m",
+        "stoixlite.rec_ppo",
+        "-m",
+        *RUN,
+        "logger=wandb",
+        "arch.seed=0,1",
+        "system.lr=0.001,-1",
+        f"hydra.sweep.dir={sweep}",
+    ]
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    jobs = sorted(p for p in sweep.iterdir() if p.is_dir())
+    ok = [j for j in jobs if (j / "metrics.jsonl").exists()]
+    failed = [j for j in jobs if (j / "error.txt").exists()]
+    assert len(ok) == 2 and len(failed) == 2
+    assert all("system.lr=-1" in (j / "error.txt").read_text() for j in failed)
+    groups = set()
+    for job in ok:
+        assert len(read_jsonl(job / "metrics.jsonl")) == 3
+        (wandb_run,) = (job / "wandb").glob("offline-run-*")
+        run = read_run(wandb_run)
+        groups.add(run["run"].run_group)
+        assert [h["env_step"] for h in run["history"]] == [64, 128, 192]
+        assert run["config"]["system"]["lr"] == 0.001
+        assert "final/eval_return" in run["summary"]
+    assert len(groups) == 1 and groups.pop().endswith(sweep.name)
+
+    out = subprocess.run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "aggregate.py"),
+            str(sweep),
+            "--out",
+            str(tmp_path / "agg"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0, out.stderr
+    table = (tmp_path / "agg" / "results.md").read_text()
+    finals = [read_jsonl(j / "metrics.jsonl")[-1]["eval/episode_return"] for j in ok]
+    row = [line for line in table.splitlines() if "repeat_previous" in line][0]
+    assert f"{np.mean(finals):.3f} ± {np.std(finals):.3f}" in row and "| 2 |" in row
+    assert "2 failed" in table
+    assert (tmp_path / "agg" / "popgym-repeat_previous-easy.png").stat().st_size > 0
+    cfg = OmegaConf.load(ok[0] / "config.yaml")
+    assert cfg.system.lr == 0.001 and jax.numpy.isfinite(finals[0])
