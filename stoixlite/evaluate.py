@@ -30,27 +30,27 @@ from omegaconf import DictConfig, OmegaConf
 from stoixlite.checkpointing import Checkpointer, checkpoint_dir, config_fingerprint
 from stoixlite.envs.types import Discrete
 from stoixlite.evaluation import make_evaluator
-from stoixlite.experiment import Experiment, build_experiment, make_env_stack
+from stoixlite.experiment import Experiment, make_env_stack
 
 
 def load_run(
     run_dir: str | Path, checkpoint: str | int = "latest"
 ) -> tuple[DictConfig, Experiment, Any, int]:
     """``(cfg, experiment, learner state, step)`` of a run directory's checkpoint."""
-    from stoixlite.trainer import init_learner
+    from stoixlite.trainer import checkpoint_tree, experiment_and_programs, init_learner
 
     run_dir = Path(run_dir)
     config_path = run_dir / "config.yaml"
     if not config_path.exists():
         raise FileNotFoundError(f"{config_path} not found: is {run_dir} a stoixlite run directory?")
     cfg = OmegaConf.load(config_path)
-    exp = build_experiment(cfg)
-    template, _ = init_learner(exp, cfg)
+    exp, _ = experiment_and_programs(cfg)
+    template = checkpoint_tree(*init_learner(exp, cfg))
     ckpt = Checkpointer(checkpoint_dir(run_dir), config_fingerprint(cfg), read_only=True)
     step = checkpoint if checkpoint in ("latest", "best") else int(checkpoint)
-    state, _, step = ckpt.restore(template, step)
+    tree, _, step = ckpt.restore(template, step)
     ckpt.close()
-    return cfg, exp, state, step
+    return cfg, exp, tree["learner"], step
 
 
 def seed_params(cfg: DictConfig, params: Any) -> list[Any]:

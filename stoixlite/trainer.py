@@ -90,6 +90,11 @@ def init_learner(exp: Experiment, cfg: DictConfig) -> tuple[Any, jax.Array]:
     return jax.tree.map(lambda x: jnp.array(x, copy=True), state), keys
 
 
+def checkpoint_tree(state: Any, key: jax.Array) -> dict[str, Any]:
+    """What a checkpoint's ``state`` item holds: the learner state and the host PRNG key."""
+    return {"learner": state, "host_key": key}
+
+
 @dataclass
 class Programs:
     """The compiled-per-run functions of the host loop (single seed or vmapped over seeds)."""
@@ -317,7 +322,7 @@ def train(
     host = HostState()
     if resume:
         assert ckpt is not None
-        tree, saved_host, step = ckpt.restore({"learner": state, "host_key": key})
+        tree, saved_host, step = ckpt.restore(checkpoint_tree(state, key))
         state, key, host = tree["learner"], tree["host_key"], HostState(**saved_host)
         truncate_jsonl(run_dir / METRICS_FILE, host.logger_step)
         truncate_jsonl(run_dir / PER_SEED_FILE, host.logger_step * seeds)
@@ -429,7 +434,7 @@ def _save(
 ) -> None:
     saved = HostState(**asdict(host))
     saved.elapsed_s = host.elapsed_s + time.perf_counter() - start
-    ckpt.save(host.chunk, {"learner": state, "host_key": key}, asdict(saved), eval_return=ret)
+    ckpt.save(host.chunk, checkpoint_tree(state, key), asdict(saved), eval_return=ret)
 
 
 def _final_summary(record: dict[str, float], host: HostState) -> dict[str, Any]:

@@ -18,10 +18,11 @@ from typing import Any
 
 import flax.linen as nn
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from stoixlite.envs.types import Box, Discrete, Space
-from stoixlite.networks.distributions import Categorical
+from stoixlite.networks.distributions import Categorical, Gaussian
 from stoixlite.networks.memory import build_memory
 
 _ACTIVATIONS = {"relu": nn.relu, "tanh": nn.tanh, "gelu": nn.gelu, "silu": nn.silu, "elu": nn.elu}
@@ -58,12 +59,36 @@ class CategoricalHead(nn.Module):
         return Categorical(logits=logits)
 
 
+class GaussianHead(nn.Module):
+    """Linear layer to the mean of ``action_dim`` Gaussian actions, plus a learned log-std.
+
+    The log-std is a state-independent parameter ``[action_dim]`` (initialised to
+    ``init_log_std``), broadcast over the leading axes. Samples are unbounded; the env clips them
+    to its action bounds (see :class:`~stoixlite.networks.distributions.Gaussian`).
+    """
+
+    action_dim: int
+    init_log_std: float = 0.0
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> Gaussian:
+        mean = nn.Dense(self.action_dim, kernel_init=nn.initializers.orthogonal(0.01))(x)
+        log_std = self.param(
+            "log_std", nn.initializers.constant(self.init_log_std), (self.action_dim,)
+        )
+        return Gaussian(mean=mean, log_std=jnp.broadcast_to(log_std, mean.shape))
+
+
 def policy_head(action_space: Space) -> nn.Module:
-    """The policy head for an action space (Categorical for ``Discrete``)."""
+    """The policy head for an action space: Categorical for ``Discrete``, Gaussian for ``Box``.
+
+    For ``Box`` the actions are flat vectors ``[A]`` with ``A = prod(shape)`` (envs with a
+    multi-dimensional action shape reshape them).
+    """
     if isinstance(action_space, Discrete):
         return CategoricalHead(action_space.n)
     if isinstance(action_space, Box):
-        raise NotImplementedError("continuous actions need the Gaussian head (POPGym pendulum issue)")
+        return GaussianHead(int(np.prod(action_space.shape, dtype=np.int64)))
     raise TypeError(f"unsupported action space {action_space!r}")
 
 

@@ -4,17 +4,25 @@ Distributions are flax struct dataclasses, so they can cross ``jit``/``scan`` bo
 methods broadcast over any leading axes (typically ``[T, B]``).
 
 * :class:`Categorical`: discrete actions, parameterised by unnormalised ``logits [..., A]``.
+* :class:`Gaussian`: continuous actions (``Box`` action spaces), a diagonal normal over
+  ``A`` action dimensions. Samples are *unbounded*: the environment clips them to its bounds
+  (as gymnasium's Pendulum and popgym's pendulums do), and the log-prob is that of the unclipped
+  sample, which is what the rollout stores and PPO replays. (Clipped-in-env rather than
+  tanh-squashed: no Jacobian correction, exact entropy, and the greedy ``mode`` is the mean.)
 
-A Gaussian head for continuous actions (``Box`` action spaces) plugs in here: implement the same
-four methods (``sample``, ``log_prob``, ``entropy``, ``mode``) and return it from a head in
-``networks/heads.py``; the PPO loss only uses this interface.
+Every distribution implements the same four methods (``sample``, ``log_prob``, ``entropy``,
+``mode``); the PPO loss only uses this interface.
 """
 
 from __future__ import annotations
 
+import math
+
 import jax
 import jax.numpy as jnp
 from flax import struct
+
+_LOG_2PI = math.log(2.0 * math.pi)
 
 
 @struct.dataclass
@@ -45,3 +53,34 @@ class Categorical:
     def mode(self) -> jax.Array:
         """The greedy action ``argmax logits``."""
         return jnp.argmax(self.logits, axis=-1).astype(jnp.int32)
+
+
+@struct.dataclass
+class Gaussian:
+    """Diagonal normal over ``A`` action dimensions: ``mean [..., A]``, ``log_std [..., A]``.
+
+    Samples, log-probs and entropies treat the ``A`` dimensions as independent (summed over the
+    last axis). Actions are unbounded floats ``[..., A]``; the env clips them (module docstring).
+    """
+
+    mean: jax.Array
+    log_std: jax.Array
+
+    def sample(self, key: jax.Array) -> jax.Array:
+        """Float actions ``[..., A]``: ``mean + exp(log_std) * N(0, 1)``."""
+        noise = jax.random.normal(key, jnp.shape(self.mean), jnp.result_type(self.mean))
+        return self.mean + jnp.exp(self.log_std) * noise
+
+    def log_prob(self, action: jax.Array) -> jax.Array:
+        """``log p(action)`` summed over the action dimensions, shape ``[...]``."""
+        z = (action - self.mean) * jnp.exp(-self.log_std)
+        return jnp.sum(-0.5 * jnp.square(z) - self.log_std - 0.5 * _LOG_2PI, axis=-1)
+
+    def entropy(self) -> jax.Array:
+        """Differential entropy in nats, ``sum(log_std + 0.5 log(2 pi e))``, shape ``[...]``."""
+        log_std = jnp.broadcast_to(self.log_std, jnp.shape(self.mean))
+        return jnp.sum(log_std + 0.5 * (_LOG_2PI + 1.0), axis=-1)
+
+    def mode(self) -> jax.Array:
+        """The most likely action: the mean ``[..., A]``."""
+        return self.mean

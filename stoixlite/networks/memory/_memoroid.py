@@ -28,8 +28,10 @@ class MemoroidCell(nn.Module):
     """One memoroid layer (setup-style, so the operator is reachable for tests).
 
     Subclasses define ``setup`` (parameters), :meth:`identity`, :meth:`operator`,
-    :meth:`elements` and :meth:`readout`.
+    :meth:`elements` and :meth:`readout` (optionally :meth:`step_operator`).
     """
+
+    unroll = 1  # class constant: loop unrolling of the sequential scan
 
     @nn.nowrap
     def identity(self, batch_size: int) -> State:
@@ -40,6 +42,11 @@ class MemoroidCell(nn.Module):
         """The monoid operator as a pure function (closed over this cell's parameters)."""
         raise NotImplementedError
 
+    def step_operator(self) -> Callable[[State, State], State]:
+        """``operator()`` specialised to a right operand that is one step's element (as produced
+        by :meth:`elements`); defaults to the operator. Used by the sequential scan and T == 1."""
+        return self.operator()
+
     def elements(self, x: Array) -> State:
         """Per-step monoid elements, leaves ``[T, B, ...]``, from inputs ``x [T, B, F]``."""
         raise NotImplementedError
@@ -49,7 +56,15 @@ class MemoroidCell(nn.Module):
         raise NotImplementedError
 
     def __call__(self, carry: State, x: Array, start: Array, strategy: str) -> tuple[State, Array]:
-        states, final = resettable_scan(self.operator(), carry, self.elements(x), start, strategy)
+        states, final = resettable_scan(
+            self.operator(),
+            carry,
+            self.elements(x),
+            start,
+            strategy,
+            unroll=self.unroll,
+            step=self.step_operator(),
+        )
         return final, self.readout(states, x)
 
 

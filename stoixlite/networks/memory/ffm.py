@@ -80,6 +80,16 @@ class FFMCell(MemoroidCell):
 
         return combine
 
+    def step_operator(self) -> Callable[[FFMState, FFMState], FFMState]:
+        """Right operand = one step (``j == 1``): ``gamma`` once instead of ``exp(j log gamma)``."""
+        gamma = jnp.exp(jax.lax.complex(-jnp.abs(self.decay)[:, None], self.frequency[None, :]))
+
+        def combine_step(a: FFMState, b: FFMState) -> FFMState:
+            (sa, i), (sb, j) = a, b
+            return gamma * sa + sb, i + j
+
+        return combine_step
+
     def elements(self, x: Array) -> FFMState:
         gated = self.pre(x) * jax.nn.sigmoid(self.gate_in(x))  # [T, B, m]
         trace = jnp.broadcast_to(gated[..., None], (*gated.shape, self.context_size))

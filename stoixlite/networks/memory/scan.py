@@ -82,6 +82,7 @@ def resettable_scan(
     start: Array,
     strategy: str = "auto",
     unroll: int = 1,
+    step: Combine | None = None,
 ) -> tuple[State, State]:
     """All prefix states of ``carry . elems[0] . ... . elems[t]`` with resets at ``start``.
 
@@ -92,29 +93,33 @@ def resettable_scan(
       start: ``[T, B]`` bool; where set, the state restarts (the left operand is discarded).
       strategy: ``"auto" | "associative" | "sequential"``.
       unroll: loop unrolling of the sequential strategy.
+      step: optional specialisation of ``combine(state, element)`` valid when the right operand is
+        a single-step element as found in ``elems`` (e.g. FFM: ``gamma^1`` precomputed instead of
+        ``exp(j log gamma)``); used by the sequential strategy and the T == 1 path.
 
     Returns:
       ``(states, final)``: ``states`` leaves ``[T, B, ...]`` (state after each step), ``final``
       the state after step T-1 (leaves ``[B, ...]``).
     """
     op = resettable(combine)
+    step_op = op if step is None else resettable(step)
     length = start.shape[0]
     lead = jax.tree_util.tree_map(lambda c: c[None], carry)
     no_reset = jnp.zeros_like(start[:1])
     if length == 1:  # rollout path: a single operator application, no scan machinery
-        states, _ = op((lead, no_reset), (elems, start))
+        states, _ = step_op((lead, no_reset), (elems, start))
         return states, jax.tree_util.tree_map(lambda s: s[0], states)
     if resolve_strategy(strategy, length) == "associative":
         prefix = jax.lax.associative_scan(op, (elems, start), axis=0)
         states, _ = op((lead, no_reset), prefix)
         return states, jax.tree_util.tree_map(lambda s: s[-1], states)
 
-    def step(s: State, inp: tuple[State, Array]) -> tuple[State, State]:
+    def body(s: State, inp: tuple[State, Array]) -> tuple[State, State]:
         e, f = inp
-        s, _ = op((s, f), (e, f))
+        s, _ = step_op((s, f), (e, f))
         return s, s
 
-    final, states = jax.lax.scan(step, carry, (elems, start), unroll=unroll)
+    final, states = jax.lax.scan(body, carry, (elems, start), unroll=unroll)
     return states, final
 
 

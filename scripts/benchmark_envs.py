@@ -1,0 +1,165 @@
+"""Environment-only throughput: the JAX POPGym ports vs the ``popgym`` package, in one run.
+
+For every registered ``popgym/*`` env (at one difficulty):
+
+* **JAX**: ``num_envs`` copies (default 4096) under ``jax.vmap`` with auto-reset
+  (:class:`~stoixlite.envs.wrappers.AutoResetWrapper`), uniformly random actions drawn inside the
+  loop, ``steps`` iterations of one jitted ``lax.scan``. Steps per second = ``num_envs * steps``
+  divided by the wall time of a second call (the first call compiles; compile time is reported
+  separately).
+* **popgym**: one numpy env (the ``*Easy``/``*Medium``/``*Hard`` class) stepped in a Python loop
+  with ``action_space.sample()`` actions, resetting when an episode ends, for ``ref_steps`` steps.
+
+Prints a markdown table and writes JSON (``--out``)::
+
+    python scripts/benchmark_envs.py --out env_bench.json
+    python scripts/benchmark_envs.py --envs repeat_previous minesweeper --num-envs 1024
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import json
+import platform
+import subprocess
+import time
+import warnings
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from stoixlite.envs.registry import available_envs, make
+from stoixlite.envs.types import Discrete
+from stoixlite.envs.wrappers import AutoResetWrapper
+
+
+def random_action(space, key: jax.Array, num_envs: int) -> jax.Array:
+    """``[num_envs]`` uniform discrete actions, or ``[num_envs, *shape]`` uniform in the box."""
+    if isinstance(space, Discrete):
+        return jax.random.randint(key, (num_envs,), 0, space.n)
+    low = jnp.broadcast_to(jnp.asarray(space.low, jnp.float32), space.shape)
+    high = jnp.broadcast_to(jnp.asarray(space.high, jnp.float32), space.shape)
+    return jax.random.uniform(key, (num_envs, *space.shape), minval=low, maxval=high)
+
+
+def bench_jax(name: str, difficulty: str, num_envs: int, steps: int, repeats: int) -> dict:
+    env = AutoResetWrapper(make(name, difficulty=difficulty))
+
+    @jax.jit
+    def run(key):
+        state, _ = jax.vmap(env.reset)(jax.random.split(key, num_envs))
+
+        def body(carry, _):
+            state, key, total = carry
+            key, sub = jax.random.split(key)
+            state, ts = jax.vmap(env.step)(state, random_action(env.action_space, sub, num_envs))
+            return (state, key, total + ts.reward.sum()), None
+
+        carry, _ = jax.lax.scan(body, (state, key, jnp.float32(0.0)), None, length=steps)
+        return carry[2]
+
+    start = time.perf_counter()
+    jax.block_until_ready(run(jax.random.PRNGKey(0)))
+    compile_s = time.perf_counter() - start
+    best = float("inf")
+    for i in range(repeats):
+        start = time.perf_counter()
+        jax.block_until_ready(run(jax.random.PRNGKey(i + 1)))
+        best = min(best, time.perf_counter() - start)
+    return {"jax_sps": num_envs * steps / best, "jax_seconds": best, "compile_seconds": compile_s}
+
+
+def reference_class(name: str, difficulty: str):
+    """popgym's ``<Name><Difficulty>`` class for the port ``popgym/<module name>``."""
+    module = importlib.import_module(f"popgym.envs.{name.split('/', 1)[1]}")
+    suffix = difficulty.capitalize()
+    for attr, obj in vars(module).items():
+        if inspect.isclass(obj) and attr.endswith(suffix) and obj.__module__ == module.__name__:
+            return obj
+    raise LookupError(f"no {suffix} class in {module.__name__}")
+
+
+def bench_reference(name: str, difficulty: str, ref_steps: int) -> dict:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            env = reference_class(name, difficulty)()
+    except Exception as err:  # e.g. the navigation extra (mazelib) is not installed
+        return {"popgym_sps": None, "popgym_error": f"{type(err).__name__}: {err}"}
+    env.action_space.seed(0)
+    env.reset(seed=0)
+    episodes = 0
+    start = time.perf_counter()
+    for _ in range(ref_steps):
+        _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+        if terminated or truncated:
+            env.reset()
+            episodes += 1
+    seconds = time.perf_counter() - start
+    return {"popgym_sps": ref_steps / seconds, "popgym_episodes": episodes}
+
+
+def hardware() -> dict:
+    cpu = platform.processor()
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
+        cpu = next(line.split(":", 1)[1].strip() for line in out.splitlines() if "Model name" in line)
+    except Exception:  # noqa: BLE001 - best effort
+        pass
+    import os
+
+    return {
+        "cpu": cpu,
+        "cpu_count": os.cpu_count(),
+        "jax_backend": jax.default_backend(),
+        "jax_devices": [str(d) for d in jax.devices()],
+        "jax_version": jax.__version__,
+    }
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--envs", nargs="*", help="module names (default: every popgym/* env)")
+    parser.add_argument("--difficulty", default="easy", choices=["easy", "medium", "hard"])
+    parser.add_argument("--num-envs", type=int, default=4096)
+    parser.add_argument("--steps", type=int, default=256, help="scan length of the JAX loop")
+    parser.add_argument("--repeats", type=int, default=3, help="timed JAX calls (best is kept)")
+    parser.add_argument("--ref-steps", type=int, default=5000, help="popgym steps per env")
+    parser.add_argument("--out", default=None, help="write the results as JSON here")
+    args = parser.parse_args(argv)
+
+    names = [n for n in available_envs() if n.startswith("popgym/")]
+    if args.envs:
+        names = [n for n in names if n.split("/", 1)[1] in args.envs]
+    rows = []
+    for name in names:
+        row = {"env": name, "difficulty": args.difficulty, "num_envs": args.num_envs}
+        row.update(bench_jax(name, args.difficulty, args.num_envs, args.steps, args.repeats))
+        row.update(bench_reference(name, args.difficulty, args.ref_steps))
+        row["speedup"] = row["jax_sps"] / row["popgym_sps"] if row.get("popgym_sps") else None
+        rows.append(row)
+        print(f"{name}: jax {row['jax_sps']:.3g} sps, popgym {row.get('popgym_sps') or 0:.3g} sps", flush=True)
+
+    result = {"hardware": hardware(), "settings": vars(args), "results": rows}
+    print()
+    print(f"Hardware: {result['hardware']['cpu']} ({result['hardware']['cpu_count']} cores), "
+          f"JAX {result['hardware']['jax_backend']}")
+    print()
+    print("| env | JAX steps/s (x{} envs) | compile s | popgym steps/s (1 env) | speedup |".format(
+        args.num_envs))
+    print("| --- | ---: | ---: | ---: | ---: |")
+    for r in rows:
+        ref = f"{r['popgym_sps']:,.0f}" if r.get("popgym_sps") else "n/a"
+        speed = f"{r['speedup']:,.0f}x" if r.get("speedup") else "n/a"
+        print(f"| {r['env']} | {r['jax_sps']:,.0f} | {r['compile_seconds']:.1f} | {ref} | {speed} |")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(result, f, indent=2)
+    return result
+
+
+if __name__ == "__main__":
+    main()
