@@ -29,7 +29,6 @@ import warnings
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from stoixlite.envs.registry import available_envs, make
 from stoixlite.envs.types import Discrete
@@ -106,7 +105,9 @@ def hardware() -> dict:
     cpu = platform.processor()
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True, check=True).stdout
-        cpu = next(line.split(":", 1)[1].strip() for line in out.splitlines() if "Model name" in line)
+        cpu = next(
+            line.split(":", 1)[1].strip() for line in out.splitlines() if "Model name" in line
+        )
     except Exception:  # noqa: BLE001 - best effort
         pass
     import os
@@ -141,20 +142,27 @@ def main(argv: list[str] | None = None) -> dict:
         row.update(bench_reference(name, args.difficulty, args.ref_steps))
         row["speedup"] = row["jax_sps"] / row["popgym_sps"] if row.get("popgym_sps") else None
         rows.append(row)
-        print(f"{name}: jax {row['jax_sps']:.3g} sps, popgym {row.get('popgym_sps') or 0:.3g} sps", flush=True)
+        print(
+            f"{name}: jax {row['jax_sps']:.3g} sps, popgym {row.get('popgym_sps') or 0:.3g} sps",
+            flush=True,
+        )
 
     result = {"hardware": hardware(), "settings": vars(args), "results": rows}
     print()
-    print(f"Hardware: {result['hardware']['cpu']} ({result['hardware']['cpu_count']} cores), "
-          f"JAX {result['hardware']['jax_backend']}")
+    print(
+        f"Hardware: {result['hardware']['cpu']} ({result['hardware']['cpu_count']} cores), "
+        f"JAX {result['hardware']['jax_backend']}"
+    )
     print()
-    print("| env | JAX steps/s (x{} envs) | compile s | popgym steps/s (1 env) | speedup |".format(
-        args.num_envs))
+    header = f"JAX steps/s (x{args.num_envs} envs) | compile s | popgym steps/s (1 env)"
+    print(f"| env | {header} | speedup |")
     print("| --- | ---: | ---: | ---: | ---: |")
     for r in rows:
         ref = f"{r['popgym_sps']:,.0f}" if r.get("popgym_sps") else "n/a"
         speed = f"{r['speedup']:,.0f}x" if r.get("speedup") else "n/a"
-        print(f"| {r['env']} | {r['jax_sps']:,.0f} | {r['compile_seconds']:.1f} | {ref} | {speed} |")
+        print(
+            f"| {r['env']} | {r['jax_sps']:,.0f} | {r['compile_seconds']:.1f} | {ref} | {speed} |"
+        )
     if args.out:
         with open(args.out, "w") as f:
             json.dump(result, f, indent=2)

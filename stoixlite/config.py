@@ -182,25 +182,11 @@ def _validate_experiment(cfg: DictConfig) -> None:
         _require(mode in allowed, "logger.wandb.mode", mode, f"choose one of {list(allowed)}")
 
 
-def _validate_experiment(cfg: DictConfig) -> None:
-    """Seeds, checkpoints and the W&B section (all optional in hand-written configs)."""
-    if OmegaConf.select(cfg, "arch.num_seeds", default=None) is not None:
-        _positive_int(cfg, "arch.num_seeds")
-    if OmegaConf.select(cfg, "checkpoint", default=None) is not None:
-        _positive_int(cfg, "checkpoint.every")
-        _positive_int(cfg, "checkpoint.keep_last")
-    mode = OmegaConf.select(cfg, "logger.wandb.mode", default=None)
-    if mode is not None:
-        allowed = ("auto", "online", "offline", "disabled")
-        _require(mode in allowed, "logger.wandb.mode", mode, f"choose one of {list(allowed)}")
-
-
 def validate(cfg: DictConfig) -> None:
     """Raise :class:`ConfigError` (one line) on the first invalid setting."""
     for group in ("arch", "system", "network", "env", "logger"):
         _require(group in cfg and cfg[group] is not None, group, None, "config group is missing")
     _validate_arch_system(cfg)
-    _validate_experiment(cfg)
     _validate_experiment(cfg)
     _validate_env(cfg)
     _validate_network(cfg)

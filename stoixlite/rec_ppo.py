@@ -66,6 +66,7 @@ def main(cfg: DictConfig) -> float:
     from stoixlite.trainer import resume_config
 
     logging.getLogger("jax").setLevel(logging.WARNING)
+    logging.getLogger("absl").setLevel(logging.WARNING)  # orbax is chatty at INFO
     hydra_cfg = HydraConfig.get()
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
     run_dir = Path(hydra_cfg.runtime.output_dir)
@@ -79,7 +80,8 @@ def main(cfg: DictConfig) -> float:
     except (ConfigError, CheckpointMismatchError, FileNotFoundError) as err:
         if multirun:
             return _job_failed(run_dir, f"{type(err).__name__}: {err}\n")
-        print(f"error: {err}", file=sys.stderr)
+        kind = "config error" if isinstance(err, ConfigError) else "error"
+        print(f"{kind}: {err}", file=sys.stderr)
         sys.exit(2)
     except Exception:
         if not multirun:

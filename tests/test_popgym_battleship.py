@@ -10,7 +10,6 @@ import functools
 from pathlib import Path
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 import yaml
@@ -102,9 +101,11 @@ def test_equivalence_random_scripted_and_oracle(difficulty):
 def test_ship_placement_distribution():
     """The port's boards: 12 ship cells in 4 straight lines; cell frequencies match popgym's."""
     env, ref = envs("easy")
-    boards = np.asarray(jax.jit(jax.vmap(port.place_ships, in_axes=(0, None)), static_argnums=1)(
-        jax.random.split(jax.random.PRNGKey(0), 4000), 8
-    ))
+    boards = np.asarray(
+        jax.jit(jax.vmap(port.place_ships, in_axes=(0, None)), static_argnums=1)(
+            jax.random.split(jax.random.PRNGKey(0), 4000), 8
+        )
+    )
     assert np.all(boards.sum((1, 2)) == 12)
     ref_boards = []
     for seed in range(1000):

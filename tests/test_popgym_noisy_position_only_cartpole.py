@@ -40,7 +40,9 @@ def reference_draws(ref, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """(initial physics [4], noise [L + 1, 2]) exactly as ``ref.reset(seed)`` and its steps draw."""
     rng = reference_stream(seed)
     physics = rng.uniform(-0.05, 0.05, size=(4,))
-    noise = [rng.normal(0, ref.noise_sigma).astype(np.float32) for _ in range(ref.max_episode_length + 1)]
+    noise = [
+        rng.normal(0, ref.noise_sigma).astype(np.float32) for _ in range(ref.max_episode_length + 1)
+    ]
     return physics, np.stack(noise)
 
 

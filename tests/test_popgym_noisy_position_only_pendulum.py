@@ -40,7 +40,9 @@ def reference_draws(ref, seed: int) -> tuple[np.ndarray, np.ndarray]:
     rng = reference_stream(seed)
     high = np.array([np.pi, 1.0])
     physics = rng.uniform(low=-high, high=high)
-    noise = [rng.normal(0, ref.noise_sigma).astype(np.float32) for _ in range(ref.max_episode_length + 1)]
+    noise = [
+        rng.normal(0, ref.noise_sigma).astype(np.float32) for _ in range(ref.max_episode_length + 1)
+    ]
     return physics, np.stack(noise)
 
 

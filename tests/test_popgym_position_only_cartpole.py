@@ -47,8 +47,10 @@ def oracle(ref, obs, rng):
 @pytest.mark.parametrize("difficulty", DIFFICULTIES)
 def test_specs_match_reference(difficulty):
     env, ref = envs(difficulty)
-    assert env.max_episode_steps == ref.max_episode_length == {"easy": 200, "medium": 400}.get(
-        difficulty, 600
+    assert (
+        env.max_episode_steps
+        == ref.max_episode_length
+        == {"easy": 200, "medium": 400}.get(difficulty, 600)
     )
     assert env.action_space.n == ref.action_space.n == 2
     assert env.observation_space.shape == ref.observation_space.shape == (2,)
@@ -88,9 +90,14 @@ def test_equivalence_oracle_open_loop_first_200_steps(difficulty):
 def test_equivalence_forced_whole_episodes(difficulty):
     """Every step of whole oracle (max return, truncated at L) and random episodes, float32 port."""
     env, ref = envs(difficulty)
-    policies = {"oracle": lambda r, rng: oracle(r, None, rng), "random": lambda r, rng: int(rng.integers(2))}
+    policies = {
+        "oracle": lambda r, rng: oracle(r, None, rng),
+        "random": lambda r, rng: int(rng.integers(2)),
+    }
     for name, policy in policies.items():
-        records = forced_records(ref, range(2 if name == "oracle" else 4), policy, lambda r: r.state)
+        records = forced_records(
+            ref, range(2 if name == "oracle" else 4), policy, lambda r: r.state
+        )
         assert_forced_equivalent(env, records, lambda p: env.reset_from_physics(p)[0])
         if name == "oracle":
             assert np.all(records["episode_length"] == ref.max_episode_length)

@@ -54,8 +54,10 @@ POLICIES = {"random": random_torque, "pump": pump}
 @pytest.mark.parametrize("difficulty", DIFFICULTIES)
 def test_specs_match_reference(difficulty):
     env, ref = envs(difficulty)
-    assert env.max_episode_steps == ref.max_episode_length == {"easy": 200, "medium": 150}.get(
-        difficulty, 100
+    assert (
+        env.max_episode_steps
+        == ref.max_episode_length
+        == {"easy": 200, "medium": 150}.get(difficulty, 100)
     )
     assert isinstance(env.action_space, Box) and env.action_space.shape == ref.action_space.shape
     assert (env.action_space.low, env.action_space.high) == (-2.0, 2.0)
@@ -87,7 +89,9 @@ def test_equivalence_open_loop_float32_bounded(difficulty):
 def test_equivalence_forced_whole_episodes(difficulty):
     env, ref = envs(difficulty)
     for policy in POLICIES.values():
-        records = forced_records(ref, range(3), lambda r, rng: policy(r, None, rng), lambda r: r.state)
+        records = forced_records(
+            ref, range(3), lambda r, rng, policy=policy: policy(r, None, rng), lambda r: r.state
+        )
         assert_forced_equivalent(env, records, lambda p: env.reset_from_physics(p)[0])
         assert np.all(records["episode_length"] == ref.max_episode_length)
 

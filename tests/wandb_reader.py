@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 from pathlib import Path
 from typing import Any
 
@@ -46,12 +47,22 @@ def read_records(path: str | Path) -> list[Any]:
     return records
 
 
-def read_run(run_path: str | Path) -> dict[str, Any]:
+def read_run(run_path: str | Path, timeout: float = 30.0) -> dict[str, Any]:
     """``{"run": RunRecord, "config": {...}, "history": [{...}], "summary": {...}}`` of an
-    offline run directory (``.../offline-run-*``)."""
+    offline run directory (``.../offline-run-*``).
+
+    wandb's service process may still be writing the file when ``finish()`` returns: wait (up to
+    ``timeout`` s) until the run's ``exit`` record is there.
+    """
     (file,) = Path(run_path).glob("run-*.wandb")
+    deadline = time.monotonic() + timeout
+    records = read_records(file)
+    while not any(r.WhichOneof("record_type") == "exit" for r in records):
+        assert time.monotonic() < deadline, f"{file} has no exit record after {timeout}s"
+        time.sleep(0.2)
+        records = read_records(file)
     out: dict[str, Any] = {"run": None, "config": {}, "history": [], "summary": {}}
-    for rec in read_records(file):
+    for rec in records:
         kind = rec.WhichOneof("record_type")
         if kind == "run":
             out["run"] = rec.run

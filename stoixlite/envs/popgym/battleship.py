@@ -23,7 +23,8 @@ observation augmentation a plain one-hot over cells.
 Ship placement: popgym draws (start cell, axis, sign) uniformly and rejects invalid placements;
 every valid line of cells is reached by the same number of accepted draws (its two ends, for
 either size), so the accepted placement is uniform over valid lines. The port samples that
-distribution directly with one masked categorical draw per ship (no rejection loop). The tests
+distribution directly, one uniform draw per ship mapped onto the valid placements (no rejection
+loop). The tests
 inject the reference's board.
 
 Difficulties (popgym ``Battleship{Easy,Medium,Hard}``): ``B`` = 8, 10, 12.
@@ -84,7 +85,9 @@ def place_ships(key: jax.Array, board_size: int, ship_sizes=SHIP_SIZES) -> jax.A
     for size, sub in zip(ship_sizes, jax.random.split(key, len(ship_sizes)), strict=True):
         vertical, horizontal = _free_lines(board, size)
         valid = jnp.concatenate([vertical.reshape(-1), horizontal.reshape(-1)])
-        choice = jax.random.categorical(sub, jnp.where(valid, 0.0, -jnp.inf))
+        # Uniform over the valid placements with one uniform draw (inverse CDF of the mask).
+        rank = jnp.floor(jax.random.uniform(sub) * valid.sum()).astype(jnp.int32)
+        choice = jnp.argmax(jnp.cumsum(valid) > rank)
         is_vertical = choice < b * b
         r, c = (choice % (b * b)) // b, (choice % (b * b)) % b
         in_v = (cols == c) & (rows >= r) & (rows < r + size)

@@ -90,9 +90,7 @@ class MineSweeper(Environment[MineSweeperState]):
         mines = jnp.zeros(self.num_cells, bool).at[cells].set(True)
         return self.reset_from_mines(mines)
 
-    def step(
-        self, state: MineSweeperState, action: jax.Array
-    ) -> tuple[MineSweeperState, TimeStep]:
+    def step(self, state: MineSweeperState, action: jax.Array) -> tuple[MineSweeperState, TimeStep]:
         row, col = action // self.dims[1], action % self.dims[1]
         mine = state.mines[row, col]
         seen = state.viewed[row, col]

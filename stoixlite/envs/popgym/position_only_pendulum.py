@@ -89,7 +89,7 @@ def pendulum_physics_step(physics: jax.Array, action: jax.Array) -> tuple[jax.Ar
 
 
 class PositionOnlyPendulum(Environment[PendulumState]):
-    """JAX port of ``popgym.envs.position_only_pendulum.PositionOnlyPendulum`` (module docstring)."""
+    """JAX port of ``popgym.envs.position_only_pendulum.PositionOnlyPendulum`` (see module doc)."""
 
     def __init__(self, max_episode_length: int = 200, physics_dtype=jnp.float32):
         self.max_episode_length = int(max_episode_length)
