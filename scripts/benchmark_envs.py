@@ -55,7 +55,9 @@ def bench_jax(name: str, difficulty: str, num_envs: int, steps: int, repeats: in
             state, key, total = carry
             key, sub = jax.random.split(key)
             state, ts = jax.vmap(env.step)(state, random_action(env.action_space, sub, num_envs))
-            return (state, key, total + ts.reward.sum()), None
+            # Consume reward, observation and step type so XLA cannot drop any of the env's work.
+            used = ts.reward.sum() + ts.observation.sum() + ts.step_type.sum()
+            return (state, key, total + used), None
 
         carry, _ = jax.lax.scan(body, (state, key, jnp.float32(0.0)), None, length=steps)
         return carry[2]
