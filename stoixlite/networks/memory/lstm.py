@@ -6,8 +6,10 @@ Same equations and initialisers as ``flax.linen.LSTMCell``::
     g = tanh(W_ig x + b_g + W_hg h)        o = sigmoid(W_io x + b_o + W_ho h)
     c' = f * c + i * g                     h' = o * tanh(c')
 
-As in ``gru.py`` the input projections for all T steps are one matmul outside the scan; the
-fused ``[B, H] x [H, 4H]`` recurrent matmul and the gates run inside, unrolled ``unroll`` times.
+As in ``gru.py`` the input projections for all T steps are one matmul outside the loop; the
+fused ``[B, H] x [H, 4H]`` recurrent matmul and the gates run inside. Sequences (T > 1) run
+through ``rnn_kernels.lstm_sequence`` (``jax.custom_vjp``, hand-written reverse loop); T == 1 is
+plain code with no loop. ``unroll`` is the ``lax.scan`` unroll of both loops.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ class LSTM(nn.Module):
     """
 
     hidden_size: int
-    unroll: int = 4
+    unroll: int = 1
 
     @nn.nowrap
     def initialize_carry(self, batch_size: int) -> Carry:

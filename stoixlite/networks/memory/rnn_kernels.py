@@ -33,7 +33,7 @@ import jax.numpy as jnp
 Array = jax.Array
 
 # Loop unrolling of the forward / reverse loops (measured on a 2-core CPU, B = 1..16, H = 128).
-DEFAULT_UNROLL = 4
+DEFAULT_UNROLL = 1
 
 
 def _shift_prev(init: Array, seq: Array, start: Array) -> Array:
@@ -50,18 +50,21 @@ def _shift_prev(init: Array, seq: Array, start: Array) -> Array:
 
 def _gru_forward(xp: Array, start: Array, h_init: Array, w_h: Array, b_hn: Array, unroll: int):
     H = h_init.shape[-1]
+    # Per-gate input sequences: XLA:CPU vectorises the loop-body fusions far better when they do
+    # not read several slices of one operand (measured ~2x faster at B = 16).
+    xr, xz, xn = xp[..., :H], xp[..., H : 2 * H], xp[..., 2 * H :]
 
-    def step(h: Array, inp: tuple[Array, Array]) -> tuple[Array, Array]:
-        xt, st = inp
+    def step(h: Array, inp: tuple[Array, Array, Array, Array]) -> tuple[Array, Array]:
+        ar, az, an, st = inp
         h = jnp.where(st[:, None], 0.0, h)
         hh = h @ w_h
-        rz = jax.nn.sigmoid(xt[:, : 2 * H] + hh[:, : 2 * H])
-        r, z = rz[:, :H], rz[:, H:]
-        n = jnp.tanh(xt[:, 2 * H :] + r * (hh[:, 2 * H :] + b_hn))
+        r = jax.nn.sigmoid(ar + hh[:, :H])
+        z = jax.nn.sigmoid(az + hh[:, H : 2 * H])
+        n = jnp.tanh(an + r * (hh[:, 2 * H :] + b_hn))
         h = n + z * (h - n)
         return h, h
 
-    _, hs = jax.lax.scan(step, h_init, (xp, start), unroll=unroll)
+    _, hs = jax.lax.scan(step, h_init, (xr, xz, xn, start), unroll=unroll)
     return hs
 
 
@@ -135,21 +138,24 @@ _gru_seq.defvjp(_gru_seq_fwd, _gru_seq_bwd)
 
 def _lstm_forward(xp: Array, start: Array, c_init: Array, h_init: Array, w_h: Array, unroll: int):
     H = h_init.shape[-1]
+    xs = tuple(xp[..., j * H : (j + 1) * H] for j in range(4))  # per-gate, see _gru_forward
 
-    def step(ch: tuple[Array, Array], inp: tuple[Array, Array]):
+    def step(ch: tuple[Array, Array], inp):
         c, h = ch
-        xt, st = inp
+        xi, xf, xg, xo, st = inp
         keep = ~st[:, None]
         c = jnp.where(keep, c, 0.0)
         h = jnp.where(keep, h, 0.0)
-        gates = xt + h @ w_h
-        s = jax.nn.sigmoid(gates)  # i, f, (unused), o
-        gg = jnp.tanh(gates[:, 2 * H : 3 * H])
-        c = s[:, H : 2 * H] * c + s[:, :H] * gg
-        h = s[:, 3 * H :] * jnp.tanh(c)
+        hh = h @ w_h
+        i = jax.nn.sigmoid(xi + hh[:, :H])
+        f = jax.nn.sigmoid(xf + hh[:, H : 2 * H])
+        g = jnp.tanh(xg + hh[:, 2 * H : 3 * H])
+        o = jax.nn.sigmoid(xo + hh[:, 3 * H :])
+        c = f * c + i * g
+        h = o * jnp.tanh(c)
         return (c, h), (c, h)
 
-    (_, _), (cs, hs) = jax.lax.scan(step, (c_init, h_init), (xp, start), unroll=unroll)
+    (_, _), (cs, hs) = jax.lax.scan(step, (c_init, h_init), (*xs, start), unroll=unroll)
     return cs, hs
 
 
