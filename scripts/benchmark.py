@@ -14,6 +14,8 @@ Usage::
     python scripts/benchmark.py                        # full table, JSON to benchmark_results.json
     python scripts/benchmark.py --networks gru memoroid --envs gymnax/CartPole-v1 --out r.json
     python scripts/benchmark.py --reference-only       # only the PureJaxRL-configuration rows
+    python scripts/benchmark.py --env-only [...]       # env throughput: every POPGym port vs popgym
+                                                       # (arguments go to scripts/benchmark_envs.py)
 """
 
 from __future__ import annotations
@@ -138,6 +140,12 @@ def markdown(rows: list[dict]) -> str:
 
 
 def main() -> None:
+    if "--env-only" in sys.argv:
+        sys.path.insert(0, str(Path(__file__).resolve().parent))
+        from benchmark_envs import main as env_benchmark
+
+        env_benchmark([a for a in sys.argv[1:] if a != "--env-only"])
+        return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--networks", nargs="*", default=None, help="default: all registered")
