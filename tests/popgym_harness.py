@@ -24,19 +24,30 @@ reference's last step are ignored). The compiled function is cached per env inst
 reference step that is both terminated and truncated must be terminated, discount 0), and the
 episode length (the JAX env is LAST exactly on the reference's final step, never before), plus the
 FIRST timestep (step type, reward 0, discount 1, observation).
+
+Shared by the per-env tests: :func:`reference_classes` (popgym's ``*Easy/Medium/Hard`` classes),
+:func:`state_from_deck` (the adapter of the single-deck card games), :class:`FlatActions` (grid
+games), :func:`env_config`, :func:`assert_returns` and, for the JAX env on its own,
+:func:`native_rollout` and :func:`assert_last_only_at_end`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import gymnasium as gym
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
+import yaml
 
+from stoixlite.envs.popgym import DIFFICULTIES
+from stoixlite.envs.popgym.cards import deal_order_from_popgym
 from stoixlite.envs.types import FIRST, LAST, Environment, TimeStep
 
 StateFromRef = Callable[[Environment, Any], tuple[Any, TimeStep]]
@@ -255,3 +266,88 @@ def assert_equivalent(records: list[EpisodeRecord], atol: float = 1e-6) -> None:
         jax_len = int(last[0]) + 1 if len(last) else None
         ref_len = r.length if r.ref_done else None
         assert jax_len == ref_len, f"{where}: episode length jax {jax_len} vs reference {ref_len}"
+
+
+def reference_classes(ref_module: ModuleType, name: str) -> dict[str, type]:
+    """``{"easy": ref_module.<name>Easy, "medium": ...Medium, "hard": ...Hard}``."""
+    return {d: getattr(ref_module, f"{name}{d.capitalize()}") for d in DIFFICULTIES}
+
+
+def state_from_deck(jax_env, ref_env) -> tuple[Any, TimeStep]:
+    """Adapter of the single-deck card games: the port starts from popgym's shuffled deck."""
+    return jax_env.reset_from_deck(deal_order_from_popgym(ref_env.deck))
+
+
+class FlatActions:
+    """The reference env taking the port's flat cell index ``row * width + col`` as its action
+    (popgym's grid games take ``[row, col]``, a MultiDiscrete)."""
+
+    def __init__(self, ref, width: int):
+        self.ref, self.width = ref, width
+
+    def reset(self, seed=None):
+        return self.ref.reset(seed=seed)
+
+    def step(self, action):
+        return self.ref.step(np.array([action // self.width, action % self.width]))
+
+    def __getattr__(self, name):
+        return getattr(self.ref, name)
+
+
+def env_config(name: str) -> dict:
+    """The shipped Hydra config ``configs/env/popgym/<name>.yaml``, parsed."""
+    path = Path(__file__).parents[1] / f"configs/env/popgym/{name}.yaml"
+    return yaml.safe_load(path.read_text())
+
+
+def assert_returns(records: list[EpisodeRecord], optimal: bool = False, low: float = -1.0) -> None:
+    """Every JAX return lies in ``[low, 1]``; with ``optimal``, both returns are 1."""
+    for r in records:
+        assert low - 1e-6 <= r.jax_return <= 1.0 + 1e-6
+        if optimal:
+            assert r.ref_return == pytest.approx(1.0) and r.jax_return == pytest.approx(
+                1.0, abs=1e-5
+            )
+
+
+def native_rollout(
+    env: Environment,
+    key: jax.Array,
+    num_envs: int,
+    num_steps: int | None = None,
+    policy: Callable[[Any, jax.Array], jax.Array] | None = None,
+) -> tuple[Any, TimeStep, Any, TimeStep]:
+    """The JAX env on its own: ``num_envs`` episodes from its own ``reset``, ``num_steps`` steps.
+
+    One jitted call: ``vmap(env.reset)`` over ``split(key, num_envs)``, then a scan over
+    ``split(key, num_steps)`` (default ``env.max_episode_steps``) of ``vmap(env.step)`` with the
+    actions ``policy(states, step_key) -> [num_envs]`` (default: ``vmap(env.oracle_action)``).
+    Returns ``(first_state, first_timestep, final_state, timesteps [num_steps, num_envs, ...])``.
+    """
+    num_steps = env.max_episode_steps if num_steps is None else num_steps
+    if policy is None:
+        policy = lambda states, _: jax.vmap(env.oracle_action)(states)
+
+    @jax.jit
+    def run(key):
+        state, first = jax.vmap(env.reset)(jax.random.split(key, num_envs))
+
+        def body(s, step_key):
+            return jax.vmap(env.step)(s, policy(s, step_key))
+
+        final, ts = jax.lax.scan(body, state, jax.random.split(key, num_steps))
+        return state, first, final, ts
+
+    return run(key)
+
+
+def uniform_actions(num_envs: int, n: int) -> Callable[[Any, jax.Array], jax.Array]:
+    """A :func:`native_rollout` policy: uniform random actions over ``Discrete(n)``."""
+    return lambda states, key: jax.random.randint(key, (num_envs,), 0, n)
+
+
+def assert_last_only_at_end(step_type) -> None:
+    """Time-major step types ``[T, ...]``: LAST on the final step and on no earlier one."""
+    step_type = np.asarray(step_type)
+    assert np.all(step_type[:-1] != LAST) and np.all(step_type[-1] == LAST)

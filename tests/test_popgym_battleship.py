@@ -7,42 +7,28 @@ cell index ``row * B + col``; the reference gets ``[row, col]`` (popgym's MultiD
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
-import yaml
 from popgym.envs import battleship as ref_module
-from popgym_harness import assert_equivalent, random_actions, replay
+from popgym_harness import (
+    DIFFICULTIES,
+    FlatActions,
+    assert_equivalent,
+    assert_last_only_at_end,
+    assert_returns,
+    env_config,
+    native_rollout,
+    random_actions,
+    reference_classes,
+    replay,
+)
 
 from stoixlite.envs.popgym import battleship as port
 from stoixlite.envs.registry import make
-from stoixlite.envs.types import LAST
 
-REFERENCE = {
-    "easy": ref_module.BattleshipEasy,
-    "medium": ref_module.BattleshipMedium,
-    "hard": ref_module.BattleshipHard,
-}
-DIFFICULTIES = list(REFERENCE)
-CONFIG = Path(__file__).parents[1] / "configs/env/popgym/battleship.yaml"
-
-
-class FlatActions:
-    """The reference env taking the port's flat cell index as its action."""
-
-    def __init__(self, ref, width: int):
-        self.ref, self.width = ref, width
-
-    def reset(self, seed=None):
-        return self.ref.reset(seed=seed)
-
-    def step(self, action):
-        return self.ref.step(np.array([action // self.width, action % self.width]))
-
-    def __getattr__(self, name):
-        return getattr(self.ref, name)
+REFERENCE = reference_classes(ref_module, "Battleship")
 
 
 @functools.cache
@@ -72,7 +58,7 @@ def test_specs_match_reference(difficulty):
     assert env.max_episode_steps == ref.max_episode_length == b * b
     assert env.action_space.n == int(np.prod(ref.action_space.nvec)) == b * b
     assert env.observation_space.shape == (ref.observation_space.n,) == (2,)
-    assert ref.obs_requires_prev_action and yaml.safe_load(CONFIG.read_text())["env"]["obs_augment"]
+    assert ref.obs_requires_prev_action and env_config("battleship")["env"]["obs_augment"]
 
 
 @pytest.mark.parametrize("difficulty", DIFFICULTIES)
@@ -87,11 +73,10 @@ def test_equivalence_random_scripted_and_oracle(difficulty):
     }
     for records in runs.values():
         assert_equivalent(records)
-        for r in records:
-            assert lo - 1e-6 <= r.jax_return <= 1.0 + 1e-6
+        assert_returns(records, low=lo)
+    assert_returns(runs["oracle"], optimal=True, low=lo)
     for r in runs["oracle"]:
         assert r.length == 12 and r.ref_terminated[-1]
-        assert r.ref_return == pytest.approx(1.0) and r.jax_return == pytest.approx(1.0, abs=1e-5)
     for r in runs["sweep"]:  # every ship cell gets hit exactly once before the sweep ends
         assert r.ref_terminated[-1] and np.sum(r.ref_obs[1:, 1]) == 12
     # Random shots repeat cells: most such episodes hit the time limit (truncation).
@@ -119,22 +104,10 @@ def test_ship_placement_distribution():
 
 def test_native_oracle_vmap():
     env, _ = envs("medium")
-    n = 32
-
-    @jax.jit
-    def run(key):
-        state, _ = jax.vmap(env.reset)(jax.random.split(key, n))
-
-        def body(s, _):
-            s, ts = jax.vmap(env.step)(s, jax.vmap(env.oracle_action)(s))
-            return s, (ts.step_type, ts.discount, ts.reward)
-
-        return jax.lax.scan(body, state, None, length=12)[1]
-
-    step_type, discount, reward = run(jax.random.PRNGKey(1))
-    assert np.all(step_type[:-1] != LAST) and np.all(step_type[-1] == LAST)
-    assert np.all(discount[-1] == 0.0)
-    np.testing.assert_allclose(np.asarray(reward.sum(0)), 1.0, atol=1e-5)
+    *_, ts = native_rollout(env, jax.random.PRNGKey(1), num_envs=32, num_steps=12)
+    assert_last_only_at_end(ts.step_type)
+    assert np.all(ts.discount[-1] == 0.0)
+    np.testing.assert_allclose(np.asarray(ts.reward.sum(0)), 1.0, atol=1e-5)
 
 
 def test_registry_and_unknown_difficulty():

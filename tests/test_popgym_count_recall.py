@@ -8,18 +8,22 @@ import jax
 import numpy as np
 import pytest
 from popgym.envs import count_recall as ref_module
-from popgym_harness import assert_equivalent, encode_space, random_actions, replay
+from popgym_harness import (
+    assert_equivalent,
+    assert_last_only_at_end,
+    assert_returns,
+    encode_space,
+    native_rollout,
+    random_actions,
+    reference_classes,
+    replay,
+)
 
 from stoixlite.envs.popgym import count_recall
 from stoixlite.envs.popgym.cards import deal_order_from_popgym
 from stoixlite.envs.registry import make
-from stoixlite.envs.types import LAST
 
-REFERENCE = {
-    "easy": ref_module.CountRecallEasy,
-    "medium": ref_module.CountRecallMedium,
-    "hard": ref_module.CountRecallHard,
-}
+REFERENCE = reference_classes(ref_module, "CountRecall")
 EPISODES = {"easy": 12, "medium": 4, "hard": 3}
 
 
@@ -68,32 +72,18 @@ def test_equivalence(difficulty, policy):
     assert_equivalent(records)
     for r in records:
         assert r.length == env.num_cards - 1 and r.ref_terminated[-1]
-        assert -1.0 - 1e-6 <= r.jax_return <= 1.0 + 1e-6
         obs = r.ref_obs[1]
         popgym_obs = np.argmax(obs.reshape(2, -1), axis=1)
         np.testing.assert_array_equal(obs, encode_space(ref.observation_space, popgym_obs))
-        if policy == "oracle":
-            assert r.ref_return == pytest.approx(1.0) and r.jax_return == pytest.approx(
-                1.0, abs=1e-5
-            )
+    assert_returns(records, optimal=policy == "oracle")
 
 
 def test_native_reset_vmap_and_oracle():
     env, _ = envs("medium")
     num_envs = 16
 
-    @jax.jit
-    def run(key):
-        state, _ = jax.vmap(env.reset)(jax.random.split(key, num_envs))
-
-        def body(state, _):
-            return jax.vmap(env.step)(state, jax.vmap(env.oracle_action)(state))
-
-        final, ts = jax.lax.scan(body, state, None, length=env.max_episode_steps)
-        return final, ts
-
-    final, ts = run(jax.random.PRNGKey(0))
-    assert np.all(ts.step_type[:-1] != LAST) and np.all(ts.step_type[-1] == LAST)
+    _, _, final, ts = native_rollout(env, jax.random.PRNGKey(0), num_envs)
+    assert_last_only_at_end(ts.step_type)
     np.testing.assert_allclose(np.asarray(ts.reward.sum(0)), 1.0, atol=1e-5)
     np.testing.assert_array_equal(np.asarray(final.counts), env.max_card_count)
     assert not np.array_equal(final.value_deck[0], final.query_deck[0])

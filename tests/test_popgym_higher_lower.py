@@ -8,28 +8,27 @@ import jax
 import numpy as np
 import pytest
 from popgym.envs import higher_lower as ref_module
-from popgym_harness import assert_equivalent, random_actions, replay
+from popgym_harness import (
+    assert_equivalent,
+    assert_last_only_at_end,
+    native_rollout,
+    random_actions,
+    reference_classes,
+    replay,
+    state_from_deck,
+    uniform_actions,
+)
 
 from stoixlite.envs.popgym import higher_lower
-from stoixlite.envs.popgym.cards import deal_order_from_popgym
 from stoixlite.envs.registry import make
-from stoixlite.envs.types import LAST
 
-REFERENCE = {
-    "easy": ref_module.HigherLowerEasy,
-    "medium": ref_module.HigherLowerMedium,
-    "hard": ref_module.HigherLowerHard,
-}
+REFERENCE = reference_classes(ref_module, "HigherLower")
 EPISODES = {"easy": 12, "medium": 4, "hard": 3}
 
 
 @functools.cache
 def envs(difficulty: str):
     return higher_lower.make_higher_lower(difficulty), REFERENCE[difficulty]()
-
-
-def state_from_ref(jax_env, ref_env):
-    return jax_env.reset_from_deck(deal_order_from_popgym(ref_env.deck))
 
 
 def _current_and_remaining(ref_env):
@@ -66,7 +65,7 @@ def test_equivalence(difficulty, policy):
     env, ref = envs(difficulty)
     actions_fn = {"random": random_actions(2), "peek": peek, "card_counter": card_counter}[policy]
     records = replay(
-        env, ref, state_from_ref, actions_fn, EPISODES[difficulty], higher_lower.encode_obs, seed=2
+        env, ref, state_from_deck, actions_fn, EPISODES[difficulty], higher_lower.encode_obs, seed=2
     )
     assert_equivalent(records)
     n = env.num_cards
@@ -87,19 +86,9 @@ def test_native_reset_and_vmap():
     env, _ = envs("easy")
     num_envs = 32
 
-    @jax.jit
-    def run(key):
-        state, first = jax.vmap(env.reset)(jax.random.split(key, num_envs))
-
-        def body(state, key):
-            action = jax.random.randint(key, (num_envs,), 0, 2)
-            return jax.vmap(env.step)(state, action)
-
-        keys = jax.random.split(key, env.max_episode_steps)
-        return first, jax.lax.scan(body, state, keys)[1]
-
-    first, ts = run(jax.random.PRNGKey(0))
-    assert np.all(ts.step_type[:-1] != LAST) and np.all(ts.step_type[-1] == LAST)
+    policy = uniform_actions(num_envs, 2)
+    _, first, _, ts = native_rollout(env, jax.random.PRNGKey(0), num_envs, policy=policy)
+    assert_last_only_at_end(ts.step_type)
     assert np.all(np.abs(ts.reward.sum(0)) <= 51 / 52 + 1e-5)
     # Every rank is seen exactly 4 times per episode.
     seen = np.asarray(first.observation) + np.asarray(ts.observation.sum(0))

@@ -9,42 +9,29 @@ cell has been clicked.
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 import jax
 import numpy as np
 import pytest
-import yaml
 from popgym.envs import minesweeper as ref_module
-from popgym_harness import assert_equivalent, encode_space, random_actions, replay
+from popgym_harness import (
+    DIFFICULTIES,
+    FlatActions,
+    assert_equivalent,
+    assert_last_only_at_end,
+    assert_returns,
+    encode_space,
+    env_config,
+    native_rollout,
+    random_actions,
+    reference_classes,
+    replay,
+)
 
 from stoixlite.envs.popgym import minesweeper as port
 from stoixlite.envs.registry import make
-from stoixlite.envs.types import LAST
 
-REFERENCE = {
-    "easy": ref_module.MineSweeperEasy,
-    "medium": ref_module.MineSweeperMedium,
-    "hard": ref_module.MineSweeperHard,
-}
-DIFFICULTIES = list(REFERENCE)
-CONFIG = Path(__file__).parents[1] / "configs/env/popgym/minesweeper.yaml"
-
-
-class FlatActions:
-    """The reference env taking the port's flat cell index as its action."""
-
-    def __init__(self, ref, width: int):
-        self.ref, self.width = ref, width
-
-    def reset(self, seed=None):
-        return self.ref.reset(seed=seed)
-
-    def step(self, action):
-        return self.ref.step(np.array([action // self.width, action % self.width]))
-
-    def __getattr__(self, name):
-        return getattr(self.ref, name)
+REFERENCE = reference_classes(ref_module, "MineSweeper")
 
 
 @functools.cache
@@ -77,7 +64,7 @@ def test_specs_and_neighbour_counts_match_reference(difficulty):
     assert env.max_episode_steps == ref.max_episode_length
     assert env.action_space.n == int(np.prod(ref.action_space.nvec))
     assert env.observation_space.shape == (ref.observation_space.n,)
-    assert ref.obs_requires_prev_action and yaml.safe_load(CONFIG.read_text())["env"]["obs_augment"]
+    assert ref.obs_requires_prev_action and env_config("minesweeper")["env"]["obs_augment"]
     for seed in range(20):
         ref.reset(seed=seed)
         mines = ref.hidden_grid == ref_module.HiddenSquare.MINE
@@ -102,11 +89,10 @@ def test_equivalence_random_scripted_and_oracle(difficulty):
     }
     for records in runs.values():
         assert_equivalent(records)
-        for r in records:
-            assert -1.0 - 1e-6 <= r.jax_return <= 1.0 + 1e-6
+        assert_returns(records)
+    assert_returns(runs["oracle"], optimal=True)
     for r in runs["oracle"]:  # win: every free cell clicked once
         assert r.length == env.max_episode_steps and r.ref_terminated[-1]
-        assert r.ref_return == pytest.approx(1.0) and r.jax_return == pytest.approx(1.0, abs=1e-5)
     for r in runs["repeat"]:  # time limit: truncated, not terminated
         assert r.length == env.max_episode_steps and r.jax_truncated[-1]
     # Random clicking mostly ends on a mine: terminated with the failure reward.
@@ -116,23 +102,11 @@ def test_equivalence_random_scripted_and_oracle(difficulty):
 
 def test_native_oracle_and_mine_count():
     env, _ = envs("hard")
-    n = 16
-
-    @jax.jit
-    def run(key):
-        state, _ = jax.vmap(env.reset)(jax.random.split(key, n))
-
-        def body(s, _):
-            s, ts = jax.vmap(env.step)(s, jax.vmap(env.oracle_action)(s))
-            return s, (ts.step_type, ts.discount, ts.reward)
-
-        return state, jax.lax.scan(body, state, None, length=env.max_episode_steps)[1]
-
-    state, (step_type, discount, reward) = run(jax.random.PRNGKey(2))
+    state, _, _, ts = native_rollout(env, jax.random.PRNGKey(2), num_envs=16)
     assert np.all(np.asarray(state.mines).sum((1, 2)) == env.num_mines)
-    assert np.all(step_type[:-1] != LAST) and np.all(step_type[-1] == LAST)
-    assert np.all(discount[-1] == 0.0)  # a win terminates
-    np.testing.assert_allclose(np.asarray(reward.sum(0)), 1.0, atol=1e-5)
+    assert_last_only_at_end(ts.step_type)
+    assert np.all(ts.discount[-1] == 0.0)  # a win terminates
+    np.testing.assert_allclose(np.asarray(ts.reward.sum(0)), 1.0, atol=1e-5)
 
 
 def test_registry_and_unknown_difficulty():

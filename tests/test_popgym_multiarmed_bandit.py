@@ -8,28 +8,27 @@ which decides ``u < p`` exactly as float64 does because ``p`` is a float32).
 from __future__ import annotations
 
 import functools
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-import yaml
 from popgym.envs import multiarmed_bandit as ref_module
-from popgym_harness import assert_equivalent, random_actions, replay
+from popgym_harness import (
+    DIFFICULTIES,
+    assert_equivalent,
+    env_config,
+    random_actions,
+    reference_classes,
+    replay,
+)
 from popgym_physics import DrawReplay, reference_stream
 
 from stoixlite.envs.popgym import multiarmed_bandit as port
 from stoixlite.envs.registry import make
 from stoixlite.envs.types import LAST
 
-REFERENCE = {
-    "easy": ref_module.MultiarmedBanditEasy,
-    "medium": ref_module.MultiarmedBanditMedium,
-    "hard": ref_module.MultiarmedBanditHard,
-}
-DIFFICULTIES = list(REFERENCE)
-CONFIG = Path(__file__).parents[1] / "configs/env/popgym/multiarmed_bandit.yaml"
+REFERENCE = reference_classes(ref_module, "MultiarmedBandit")
 
 
 @functools.cache
@@ -76,7 +75,7 @@ def test_specs_match_reference(difficulty):
     assert env.max_episode_steps == ref.max_episode_length
     assert env.action_space.n == ref.action_space.n == ref.num_bandits
     assert env.observation_space.shape == (ref.observation_space.n,) == (2,)
-    assert ref.obs_requires_prev_action and yaml.safe_load(CONFIG.read_text())["env"]["obs_augment"]
+    assert ref.obs_requires_prev_action and env_config("multiarmed_bandit")["env"]["obs_augment"]
 
 
 @pytest.mark.parametrize("difficulty", DIFFICULTIES)

@@ -7,62 +7,55 @@ physics and the same float32 noise draws (after the reset and after every step) 
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from popgym.envs import noisy_position_only_cartpole as ref_module
-from popgym_harness import assert_equivalent, random_actions, replay
-from popgym_physics import DrawReplay, assert_forced_equivalent, forced_records, reference_stream
+from popgym_harness import (
+    DIFFICULTIES,
+    assert_equivalent,
+    random_actions,
+    reference_classes,
+    replay,
+)
+from popgym_physics import (
+    assert_forced_from_reference,
+    assert_noise_specs,
+    cartpole_oracle,
+    noisy_port_and_reference,
+    noisy_reference_draws,
+    noisy_state_from_ref,
+)
 
 from stoixlite.envs.popgym import noisy_position_only_cartpole as port
-from stoixlite.envs.popgym.position_only_cartpole import balancing_action
 from stoixlite.envs.registry import make
 
-REFERENCE = {
-    "easy": ref_module.NoisyPositionOnlyCartPoleEasy,
-    "medium": ref_module.NoisyPositionOnlyCartPoleMedium,
-    "hard": ref_module.NoisyPositionOnlyCartPoleHard,
-}
-DIFFICULTIES = list(REFERENCE)
+REFERENCE = reference_classes(ref_module, "NoisyPositionOnlyCartPole")
 
 
-@functools.cache
 def envs(difficulty: str, x64: bool = False):
-    dtype = jnp.float64 if x64 else jnp.float32
-    env = port.make_noisy_position_only_cartpole(difficulty, dtype)
-    return env, DrawReplay(env, "step_with_noise"), REFERENCE[difficulty]()
+    make_port = port.make_noisy_position_only_cartpole
+    return noisy_port_and_reference(make_port, REFERENCE[difficulty], difficulty, x64)
 
 
-def reference_draws(ref, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(initial physics [4], noise [L + 1, 2]) exactly as ``ref.reset(seed)`` and its steps draw."""
-    rng = reference_stream(seed)
-    physics = rng.uniform(-0.05, 0.05, size=(4,))
-    noise = [
-        rng.normal(0, ref.noise_sigma).astype(np.float32) for _ in range(ref.max_episode_length + 1)
-    ]
-    return physics, np.stack(noise)
+def initial_physics(rng: np.random.Generator) -> np.ndarray:
+    """gymnasium CartPole's reset draw: ``(x, x_dot, theta, theta_dot)`` in ``U(-0.05, 0.05)``."""
+    return rng.uniform(-0.05, 0.05, size=(4,))
 
 
-def state_from_ref(wrapped, ref):
-    physics, noise = reference_draws(ref, ref.np_random_seed)
-    np.testing.assert_array_equal(physics, ref.state)  # the stream replay is exact
-    inner, ts = wrapped.env.reset_with_noise(physics, noise[0])
-    return wrapped.start(inner, ts, noise[1:])
+state_from_ref = noisy_state_from_ref(initial_physics)
 
 
-def oracle(ref, obs, rng):
-    return int(balancing_action(ref.state))
+def mostly_oracle(ref, rng):
+    """The balancing controller, with a random push one step in ten."""
+    return cartpole_oracle(ref, None, rng) if rng.random() < 0.9 else int(rng.integers(2))
 
 
 @pytest.mark.parametrize("difficulty", DIFFICULTIES)
 def test_specs_match_reference(difficulty):
     env, _, ref = envs(difficulty)
-    assert env.max_episode_steps == ref.max_episode_length == 200  # all difficulties
-    np.testing.assert_array_equal(env.noise_sigma, ref.noise_sigma)
-    assert env.noise_sigma == {"easy": 0.1, "medium": 0.2, "hard": 0.3}[difficulty]
+    assert_noise_specs(env, ref, difficulty)
     assert env.action_space.n == ref.action_space.n == 2
     assert env.observation_space.shape == ref.observation_space.shape == (2,)
     np.testing.assert_allclose(env.observation_space.high, ref.observation_space.high, rtol=1e-7)
@@ -87,7 +80,7 @@ def test_equivalence_oracle_open_loop_whole_episodes(difficulty):
     """float64, 200 balanced steps = the whole episode (time limit 200 at every difficulty)."""
     _, wrapped, ref = envs(difficulty, x64=True)
     with jax.enable_x64(True):
-        records = replay(wrapped, ref, state_from_ref, oracle, 2, seed=3)
+        records = replay(wrapped, ref, state_from_ref, cartpole_oracle, 2, seed=3)
     assert_equivalent(records, atol=1e-6)
     for r in records:
         assert r.length == 200 and r.ref_truncated[-1] and r.jax_truncated[-1]
@@ -97,15 +90,12 @@ def test_equivalence_oracle_open_loop_whole_episodes(difficulty):
 @pytest.mark.parametrize("difficulty", DIFFICULTIES)
 def test_equivalence_forced_whole_episodes(difficulty):
     env, _, ref = envs(difficulty)
-    records = forced_records(
+    assert_forced_from_reference(
+        env,
         ref,
+        mostly_oracle,
         range(3),
-        lambda r, rng: oracle(r, None, rng) if rng.random() < 0.9 else int(rng.integers(2)),
-        lambda r: r.state,
-        draws=lambda seed: reference_draws(ref, seed)[1],
-    )
-    assert_forced_equivalent(
-        env, records, lambda p: env.reset_from_physics(p)[0], step_with="step_with_noise"
+        draws=lambda seed: noisy_reference_draws(ref, seed, initial_physics)[1],
     )
 
 

@@ -7,66 +7,45 @@ plus every step from the reference's exact state for the float32 port.
 
 from __future__ import annotations
 
-import functools
-
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 from popgym.envs import noisy_position_only_pendulum as ref_module
-from popgym_harness import assert_equivalent, replay
-from popgym_physics import DrawReplay, assert_forced_equivalent, forced_records, reference_stream
+from popgym_harness import DIFFICULTIES, assert_equivalent, reference_classes, replay
+from popgym_physics import (
+    assert_forced_from_reference,
+    assert_noise_specs,
+    noisy_port_and_reference,
+    noisy_reference_draws,
+    noisy_state_from_ref,
+    pump,
+    random_torque,
+)
 
 from stoixlite.envs.popgym import noisy_position_only_pendulum as port
 from stoixlite.envs.registry import make
 
-REFERENCE = {
-    "easy": ref_module.NoisyPositionOnlyPendulumEasy,
-    "medium": ref_module.NoisyPositionOnlyPendulumMedium,
-    "hard": ref_module.NoisyPositionOnlyPendulumHard,
-}
-DIFFICULTIES = list(REFERENCE)
+REFERENCE = reference_classes(ref_module, "NoisyPositionOnlyPendulum")
 
 
-@functools.cache
 def envs(difficulty: str, x64: bool = False):
-    dtype = jnp.float64 if x64 else jnp.float32
-    env = port.make_noisy_position_only_pendulum(difficulty, dtype)
-    return env, DrawReplay(env, "step_with_noise"), REFERENCE[difficulty]()
+    make_port = port.make_noisy_position_only_pendulum
+    return noisy_port_and_reference(make_port, REFERENCE[difficulty], difficulty, x64)
 
 
-def reference_draws(ref, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(initial physics [2], noise [L + 1, 2]) exactly as ``ref.reset(seed)`` and its steps draw."""
-    rng = reference_stream(seed)
+def initial_physics(rng: np.random.Generator) -> np.ndarray:
+    """gymnasium Pendulum's reset draw: ``theta ~ U(-pi, pi)``, ``theta_dot ~ U(-1, 1)``."""
     high = np.array([np.pi, 1.0])
-    physics = rng.uniform(low=-high, high=high)
-    noise = [
-        rng.normal(0, ref.noise_sigma).astype(np.float32) for _ in range(ref.max_episode_length + 1)
-    ]
-    return physics, np.stack(noise)
+    return rng.uniform(low=-high, high=high)
 
 
-def state_from_ref(wrapped, ref):
-    physics, noise = reference_draws(ref, ref.np_random_seed)
-    np.testing.assert_array_equal(physics, ref.state)  # the stream replay is exact
-    inner, ts = wrapped.env.reset_with_noise(physics, noise[0])
-    return wrapped.start(inner, ts, noise[1:])
-
-
-def random_torque(ref, obs, rng):
-    return rng.uniform(-3.0, 3.0, size=(1,)).astype(np.float32)
-
-
-def pump(ref, obs, rng):
-    return np.array([2.5 if ref.state[1] >= 0 else -2.5], np.float32)
+state_from_ref = noisy_state_from_ref(initial_physics)
 
 
 @pytest.mark.parametrize("difficulty", DIFFICULTIES)
 def test_specs_match_reference(difficulty):
     env, _, ref = envs(difficulty)
-    assert env.max_episode_steps == ref.max_episode_length == 200  # all difficulties
-    np.testing.assert_array_equal(env.noise_sigma, ref.noise_sigma)
-    assert env.noise_sigma == {"easy": 0.1, "medium": 0.2, "hard": 0.3}[difficulty]
+    assert_noise_specs(env, ref, difficulty)
     assert env.action_space.shape == ref.action_space.shape == (1,)
 
 
@@ -86,15 +65,12 @@ def test_equivalence_open_loop_float64(difficulty, policy):
 @pytest.mark.parametrize("difficulty", DIFFICULTIES)
 def test_equivalence_forced_whole_episodes(difficulty):
     env, _, ref = envs(difficulty)
-    records = forced_records(
+    assert_forced_from_reference(
+        env,
         ref,
-        range(3),
         lambda r, rng: random_torque(r, None, rng),
-        lambda r: r.state,
-        draws=lambda seed: reference_draws(ref, seed)[1],
-    )
-    assert_forced_equivalent(
-        env, records, lambda p: env.reset_from_physics(p)[0], step_with="step_with_noise"
+        range(3),
+        draws=lambda seed: noisy_reference_draws(ref, seed, initial_physics)[1],
     )
 
 

@@ -7,48 +7,38 @@ episodes are also checked one step at a time from the reference's exact state (f
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 from popgym.envs import position_only_pendulum as ref_module
-from popgym_harness import assert_equivalent, replay
-from popgym_physics import assert_forced_equivalent, forced_records
+from popgym_harness import (
+    DIFFICULTIES,
+    assert_equivalent,
+    assert_last_only_at_end,
+    native_rollout,
+    reference_classes,
+    replay,
+)
+from popgym_physics import (
+    assert_forced_from_reference,
+    physics_state_from_ref,
+    port_and_reference,
+    pump,
+    random_torque,
+)
 
 from stoixlite.envs.popgym import position_only_pendulum as port
 from stoixlite.envs.registry import make
-from stoixlite.envs.types import LAST, Box
+from stoixlite.envs.types import Box
 
-REFERENCE = {
-    "easy": ref_module.PositionOnlyPendulumEasy,
-    "medium": ref_module.PositionOnlyPendulumMedium,
-    "hard": ref_module.PositionOnlyPendulumHard,
-}
-DIFFICULTIES = list(REFERENCE)
-
-
-@functools.cache
-def envs(difficulty: str, x64: bool = False):
-    dtype = jnp.float64 if x64 else jnp.float32
-    return port.make_position_only_pendulum(difficulty, dtype), REFERENCE[difficulty]()
-
-
-def state_from_ref(env, ref):
-    return env.reset_from_physics(ref.state)
-
-
-def random_torque(ref, obs, rng):
-    return rng.uniform(-3.0, 3.0, size=(1,)).astype(np.float32)
-
-
-def pump(ref, obs, rng):
-    """Scripted energy pumping: full torque along the angular velocity (clipped by the env)."""
-    return np.array([2.5 if ref.state[1] >= 0 else -2.5], np.float32)
-
-
+REFERENCE = reference_classes(ref_module, "PositionOnlyPendulum")
 POLICIES = {"random": random_torque, "pump": pump}
+
+
+def envs(difficulty: str, x64: bool = False):
+    make_port = port.make_position_only_pendulum
+    return port_and_reference(make_port, REFERENCE[difficulty], difficulty, x64)
 
 
 @pytest.mark.parametrize("difficulty", DIFFICULTIES)
@@ -69,7 +59,7 @@ def test_specs_match_reference(difficulty):
 def test_equivalence_open_loop_float64(difficulty, policy):
     env, ref = envs(difficulty, x64=True)
     with jax.enable_x64(True):
-        records = replay(env, ref, state_from_ref, POLICIES[policy], 4, seed=31)
+        records = replay(env, ref, physics_state_from_ref, POLICIES[policy], 4, seed=31)
     assert_equivalent(records, atol=1e-6)
     for r in records:
         assert r.length == ref.max_episode_length
@@ -81,7 +71,7 @@ def test_equivalence_open_loop_float64(difficulty, policy):
 @pytest.mark.parametrize("difficulty", DIFFICULTIES)
 def test_equivalence_open_loop_float32_bounded(difficulty):
     env, ref = envs(difficulty)
-    records = replay(env, ref, state_from_ref, random_torque, 4, seed=41, max_steps=60)
+    records = replay(env, ref, physics_state_from_ref, random_torque, 4, seed=41, max_steps=60)
     assert_equivalent(records, atol=1e-5)
 
 
@@ -89,10 +79,9 @@ def test_equivalence_open_loop_float32_bounded(difficulty):
 def test_equivalence_forced_whole_episodes(difficulty):
     env, ref = envs(difficulty)
     for policy in POLICIES.values():
-        records = forced_records(
-            ref, range(3), lambda r, rng, policy=policy: policy(r, None, rng), lambda r: r.state
+        records = assert_forced_from_reference(
+            env, ref, lambda r, rng, policy=policy: policy(r, None, rng), range(3)
         )
-        assert_forced_equivalent(env, records, lambda p: env.reset_from_physics(p)[0])
         assert np.all(records["episode_length"] == ref.max_episode_length)
 
 
@@ -112,25 +101,14 @@ def test_reward_scaling_extremes():
 def test_native_reset_and_truncation():
     env, _ = envs("hard")
     n = 64
-
-    @jax.jit
-    def run(key):
-        state, ts0 = jax.vmap(env.reset)(jax.random.split(key, n))
-
-        def body(s, key):
-            s, ts = jax.vmap(env.step)(s, jax.random.uniform(key, (n, 1), minval=-3, maxval=3))
-            return s, (ts.step_type, ts.discount, ts.reward)
-
-        out = jax.lax.scan(body, state, jax.random.split(key, env.max_episode_steps))[1]
-        return state, ts0, out
-
-    state, ts0, (step_type, discount, reward) = run(jax.random.PRNGKey(0))
+    torques = lambda states, key: jax.random.uniform(key, (n, 1), minval=-3, maxval=3)
+    state, ts0, _, ts = native_rollout(env, jax.random.PRNGKey(0), n, policy=torques)
     physics = np.asarray(state.physics)
     assert np.all(np.abs(physics[:, 0]) <= np.pi) and np.all(np.abs(physics[:, 1]) <= 1.0)
     np.testing.assert_allclose(ts0.observation[:, 0], np.cos(physics[:, 0]), atol=1e-6)
-    assert np.all(step_type[:-1] != LAST) and np.all(step_type[-1] == LAST)
-    assert np.all(discount == 1.0)  # never terminated; the time limit bootstraps
-    returns = np.asarray(reward.sum(0))
+    assert_last_only_at_end(ts.step_type)
+    assert np.all(ts.discount == 1.0)  # never terminated; the time limit bootstraps
+    returns = np.asarray(ts.reward.sum(0))
     assert np.all((returns >= -1.0) & (returns <= 1.0))
 
 

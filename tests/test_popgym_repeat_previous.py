@@ -9,28 +9,30 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 from popgym.envs import repeat_previous as ref_module
-from popgym_harness import assert_equivalent, encode_space, random_actions, replay
+from popgym_harness import (
+    assert_equivalent,
+    assert_last_only_at_end,
+    assert_returns,
+    encode_space,
+    native_rollout,
+    random_actions,
+    reference_classes,
+    replay,
+    state_from_deck,
+    uniform_actions,
+)
 
 from stoixlite.envs.popgym import repeat_previous
-from stoixlite.envs.popgym.cards import deal_order_from_popgym
 from stoixlite.envs.registry import make
 from stoixlite.envs.types import LAST
 
-REFERENCE = {
-    "easy": ref_module.RepeatPreviousEasy,
-    "medium": ref_module.RepeatPreviousMedium,
-    "hard": ref_module.RepeatPreviousHard,
-}
+REFERENCE = reference_classes(ref_module, "RepeatPrevious")
 EPISODES = {"easy": 16, "medium": 6, "hard": 4}
 
 
 @functools.cache
 def envs(difficulty: str):
     return repeat_previous.make_repeat_previous(difficulty), REFERENCE[difficulty]()
-
-
-def state_from_ref(jax_env, ref_env):
-    return jax_env.reset_from_deck(deal_order_from_popgym(ref_env.deck))
 
 
 def oracle(ref_env, ref_obs, rng):
@@ -50,22 +52,20 @@ def test_specs_match_reference(difficulty):
         np.testing.assert_array_equal(repeat_previous.encode_obs(suit), expected)
 
 
+def replay_episodes(difficulty: str, actions_fn, seed: int):
+    env, ref = envs(difficulty)
+    encode = repeat_previous.encode_obs
+    return replay(env, ref, state_from_deck, actions_fn, EPISODES[difficulty], encode, seed=seed)
+
+
 @pytest.mark.parametrize("difficulty", ["easy", "medium", "hard"])
 def test_equivalence_random_actions(difficulty):
-    env, ref = envs(difficulty)
-    records = replay(
-        env,
-        ref,
-        state_from_ref,
-        random_actions(4),
-        EPISODES[difficulty],
-        repeat_previous.encode_obs,
-        seed=100,
-    )
+    env, _ = envs(difficulty)
+    records = replay_episodes(difficulty, random_actions(4), seed=100)
     assert_equivalent(records)
+    assert_returns(records)
     for r in records:
         assert r.length == env.num_cards - 1 and r.ref_terminated[-1]
-        assert -1.0 - 1e-6 <= r.jax_return <= 1.0 + 1e-6
         # Steps before k cards have been seen give exactly 0.
         assert np.all(r.ref_reward[: env.k - 1] == 0.0)
         assert np.all(np.abs(r.ref_reward[env.k - 1 :]) > 0)
@@ -73,16 +73,7 @@ def test_equivalence_random_actions(difficulty):
 
 @pytest.mark.parametrize("difficulty", ["easy", "medium", "hard"])
 def test_equivalence_oracle_reaches_max_return(difficulty):
-    env, ref = envs(difficulty)
-    records = replay(
-        env,
-        ref,
-        state_from_ref,
-        oracle,
-        EPISODES[difficulty],
-        repeat_previous.encode_obs,
-        seed=7,
-    )
+    records = replay_episodes(difficulty, oracle, seed=7)
     assert_equivalent(records)
     for r in records:
         assert r.ref_return == pytest.approx(1.0, abs=1e-9)
@@ -92,26 +83,13 @@ def test_equivalence_oracle_reaches_max_return(difficulty):
 def test_native_reset_vmap_and_oracle():
     """JAX-side episodes (own reset, vmapped step): fixed length, returns in [-1, 1], oracle 1."""
     env, _ = envs("easy")
-    num_envs, steps = 64, env.max_episode_steps
-
-    @jax.jit
-    def run(key):
-        state, ts = jax.vmap(env.reset)(jax.random.split(key, num_envs))
-        assert ts.observation.shape == (num_envs, 4)
-
-        def body(carry, key):
-            random_state, oracle_state = carry
-            action = jax.random.randint(key, (num_envs,), 0, 4)
-            random_state, ts_r = jax.vmap(env.step)(random_state, action)
-            oracle_action = jax.vmap(env.oracle_action)(oracle_state)
-            oracle_state, ts_o = jax.vmap(env.step)(oracle_state, oracle_action)
-            return (random_state, oracle_state), (ts_r, ts_o)
-
-        return jax.lax.scan(body, (state, state), jax.random.split(key, steps))[1]
-
-    ts_r, ts_o = run(jax.random.PRNGKey(0))
+    num_envs, key = 64, jax.random.PRNGKey(0)
+    policy = uniform_actions(num_envs, 4)
+    _, first, _, ts_r = native_rollout(env, key, num_envs, policy=policy)
+    *_, ts_o = native_rollout(env, key, num_envs)  # the same episodes, played by the oracle
+    assert first.observation.shape == (num_envs, 4)
     for ts in (ts_r, ts_o):
-        assert np.all(ts.step_type[:-1] != LAST) and np.all(ts.step_type[-1] == LAST)
+        assert_last_only_at_end(ts.step_type)
         assert np.all(ts.discount[-1] == 0.0)
     random_returns = np.asarray(ts_r.reward.sum(0))
     assert np.all(np.abs(random_returns) <= 1.0 + 1e-5)
@@ -146,6 +124,6 @@ class _EarlyEnd(repeat_previous.RepeatPrevious):
 @pytest.mark.parametrize("broken", [_EarlyEnd(), repeat_previous.RepeatPrevious(k=5)])
 def test_harness_detects_mismatches(broken):
     ref = REFERENCE["easy"]()
-    records = replay(broken, ref, state_from_ref, oracle, 2, repeat_previous.encode_obs)
+    records = replay(broken, ref, state_from_deck, oracle, 2, repeat_previous.encode_obs)
     with pytest.raises(AssertionError):
         assert_equivalent(records)

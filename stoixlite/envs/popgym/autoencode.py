@@ -31,7 +31,14 @@ import numpy as np
 from flax import struct
 
 from stoixlite.envs.popgym import select_difficulty
-from stoixlite.envs.popgym.cards import DECK_SIZE, NUM_SUITS, one_hot, shuffled_deck, suit_of
+from stoixlite.envs.popgym.cards import (
+    DECK_SIZE,
+    NUM_SUITS,
+    one_hot,
+    one_hot_np,
+    shuffled_deck,
+    suit_of,
+)
 from stoixlite.envs.registry import register_env
 from stoixlite.envs.types import Box, Discrete, Environment, TimeStep, restart, transition
 
@@ -100,10 +107,7 @@ class Autoencode(Environment[AutoencodeState]):
 def encode_obs(popgym_obs) -> np.ndarray:
     """Encode a popgym Autoencode observation ``(mode, suit)`` as the port's float32 ``[6]``."""
     mode, suit = popgym_obs
-    out = np.zeros(2 + NUM_SUITS, np.float32)
-    out[int(mode)] = 1.0
-    out[2 + int(suit)] = 1.0
-    return out
+    return np.concatenate([one_hot_np(mode, 2), one_hot_np(suit, NUM_SUITS)])
 
 
 @register_env("popgym/autoencode")

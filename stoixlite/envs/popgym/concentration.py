@@ -40,19 +40,11 @@ import numpy as np
 from flax import struct
 
 from stoixlite.envs.popgym import select_difficulty
-from stoixlite.envs.popgym.cards import (
-    DECK_SIZE,
-    NUM_COLORS,
-    NUM_RANKS,
-    color_of,
-    one_hot,
-    rank_of,
-    shuffled_deck,
-)
+from stoixlite.envs.popgym.cards import DECK_SIZE, one_hot, select_category, shuffled_deck
 from stoixlite.envs.registry import register_env
 from stoixlite.envs.types import Box, Discrete, Environment, TimeStep, restart, transition
 
-CATEGORIES = {"colors": (NUM_COLORS, color_of), "ranks": (NUM_RANKS, rank_of)}
+DECK_TYPES = ("colors", "ranks")
 DIFFICULTY_PARAMS = {
     "easy": {"num_decks": 1, "deck_type": "colors"},
     "medium": {"num_decks": 2, "deck_type": "colors"},
@@ -76,12 +68,10 @@ class Concentration(Environment[ConcentrationState]):
     """JAX port of ``popgym.envs.concentration.Concentration`` (see module docstring)."""
 
     def __init__(self, num_decks: int = 1, deck_type: str = "ranks"):
-        if deck_type not in CATEGORIES:
-            raise ValueError(f"unknown deck_type {deck_type!r}; allowed values: {list(CATEGORIES)}")
+        self.num_categories, self._category = select_category(deck_type, DECK_TYPES)
         self.num_decks = num_decks
         self.deck_type = deck_type
         n = self.num_cards = DECK_SIZE * num_decks
-        self.num_categories, self._category = CATEGORIES[deck_type]
         self.facedown = self.num_categories  # the face-down marker value
         self.episode_length = math.ceil(2 * n - (n / (2 * n - 1)))
         self.success_reward = 1.0 / (n // 2)

@@ -33,23 +33,14 @@ from flax import struct
 from stoixlite.envs.popgym import select_difficulty
 from stoixlite.envs.popgym.cards import (
     DECK_SIZE,
-    NUM_COLORS,
-    NUM_RANKS,
-    NUM_SUITS,
-    color_of,
     one_hot,
-    rank_of,
+    one_hot_np,
+    select_category,
     shuffled_deck,
-    suit_of,
 )
 from stoixlite.envs.registry import register_env
 from stoixlite.envs.types import Box, Discrete, Environment, TimeStep, restart, transition
 
-CATEGORIES = {
-    "colors": (NUM_COLORS, color_of),
-    "suits": (NUM_SUITS, suit_of),
-    "ranks": (NUM_RANKS, rank_of),
-}
 DIFFICULTY_PARAMS = {
     "easy": {"num_decks": 1, "deck_type": "colors"},
     "medium": {"num_decks": 2, "deck_type": "suits"},
@@ -72,12 +63,10 @@ class CountRecall(Environment[CountRecallState]):
     """JAX port of ``popgym.envs.count_recall.CountRecall`` (see module docstring)."""
 
     def __init__(self, num_decks: int = 1, deck_type: str = "colors"):
-        if deck_type not in CATEGORIES:
-            raise ValueError(f"unknown deck_type {deck_type!r}; allowed values: {list(CATEGORIES)}")
+        self.num_categories, self._category = select_category(deck_type)
         self.num_decks = num_decks
         self.deck_type = deck_type
         self.num_cards = DECK_SIZE * num_decks
-        self.num_categories, self._category = CATEGORIES[deck_type]
         self.max_card_count = self.num_cards // self.num_categories
         self.reward_scale = 1.0 / (self.num_cards - 1)
         self.max_episode_steps = self.num_cards - 1
@@ -126,10 +115,7 @@ class CountRecall(Environment[CountRecallState]):
 def encode_obs(popgym_obs, num_categories: int) -> np.ndarray:
     """Encode a popgym CountRecall observation ``[value, query]`` as float32 ``[2 d]``."""
     value, query = np.asarray(popgym_obs).reshape(2)
-    out = np.zeros(2 * num_categories, np.float32)
-    out[int(value)] = 1.0
-    out[num_categories + int(query)] = 1.0
-    return out
+    return np.concatenate([one_hot_np(value, num_categories), one_hot_np(query, num_categories)])
 
 
 @register_env("popgym/count_recall")

@@ -25,12 +25,11 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import struct
 
 from stoixlite.envs.popgym import select_difficulty
-from stoixlite.envs.popgym.cards import DECK_SIZE, NUM_RANKS, one_hot, rank_of, shuffled_deck
+from stoixlite.envs.popgym.cards import NUM_RANKS, DealtDeckEnv, DeckState, one_hot_np, rank_of
 from stoixlite.envs.registry import register_env
-from stoixlite.envs.types import Box, Discrete, Environment, TimeStep, restart, transition
+from stoixlite.envs.types import Discrete, TimeStep, transition
 
 HIGHER, LOWER = 0, 1
 DIFFICULTY_PARAMS = {
@@ -38,57 +37,30 @@ DIFFICULTY_PARAMS = {
     "medium": {"num_decks": 2},
     "hard": {"num_decks": 3},
 }
+HigherLowerState = DeckState
 
 
-@struct.dataclass
-class HigherLowerState:
-    """deck: int32 ``[N]`` card ids in deal order; num_dealt: int32 scalar, cards dealt so far."""
-
-    deck: jax.Array
-    num_dealt: jax.Array
-
-
-class HigherLower(Environment[HigherLowerState]):
+class HigherLower(DealtDeckEnv):
     """JAX port of ``popgym.envs.higher_lower.HigherLower`` (see module docstring)."""
 
     def __init__(self, num_decks: int = 1):
-        self.num_decks = num_decks
-        self.num_cards = DECK_SIZE * num_decks
+        super().__init__(num_decks, shown="ranks")
         self.reward_scale = 1.0 / self.num_cards
-        self.max_episode_steps = self.num_cards - 1
-        self.observation_space = Box(0.0, 1.0, (NUM_RANKS,), jnp.float32)
         self.action_space = Discrete(2)
 
-    def _obs(self, card: jax.Array) -> jax.Array:
-        return one_hot(rank_of(card), NUM_RANKS)
-
-    def reset_from_deck(self, deck: jax.Array) -> tuple[HigherLowerState, TimeStep]:
-        """Start an episode from a given deal order (int ``[N]``); deals the first card."""
-        deck = jnp.asarray(deck, jnp.int32)
-        state = HigherLowerState(deck=deck, num_dealt=jnp.asarray(1, jnp.int32))
-        return state, restart(self._obs(deck[0]))
-
-    def reset(self, key: jax.Array) -> tuple[HigherLowerState, TimeStep]:
-        return self.reset_from_deck(shuffled_deck(key, self.num_cards))
-
-    def step(self, state: HigherLowerState, action: jax.Array) -> tuple[HigherLowerState, TimeStep]:
-        t = state.num_dealt
-        current = rank_of(state.deck[t - 1])
-        card = state.deck[jnp.minimum(t, self.num_cards - 1)]
+    def step(self, state: DeckState, action: jax.Array) -> tuple[DeckState, TimeStep]:
+        current = rank_of(state.deck[state.num_dealt - 1])
+        state, card, terminated = self.deal(state)
         upcoming = rank_of(card)
         right = (upcoming > current) == (action == HIGHER)
         signed = jnp.where(right, self.reward_scale, -self.reward_scale)
         reward = jnp.where(upcoming == current, 0.0, signed)
-        terminated = t == self.num_cards - 1
-        state = state.replace(num_dealt=t + 1)
         return state, transition(self._obs(card), reward, terminated, False)
 
 
 def encode_obs(popgym_obs) -> np.ndarray:
     """Encode a popgym HigherLower observation (an int rank) as the port's float32 one-hot."""
-    out = np.zeros(NUM_RANKS, np.float32)
-    out[int(popgym_obs)] = 1.0
-    return out
+    return one_hot_np(popgym_obs, NUM_RANKS)
 
 
 @register_env("popgym/higher_lower")

@@ -18,18 +18,12 @@ Difficulties (popgym ``NoisyPositionOnlyCartPole{Easy,Medium,Hard}``): ``sigma``
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
-import numpy as np
 
 from stoixlite.envs.popgym import select_difficulty
-from stoixlite.envs.popgym.position_only_cartpole import (
-    RESET_BOUND,
-    CartPoleState,
-    PositionOnlyCartPole,
-)
+from stoixlite.envs.popgym.control import NoisyObservation
+from stoixlite.envs.popgym.position_only_cartpole import PositionOnlyCartPole
 from stoixlite.envs.registry import register_env
-from stoixlite.envs.types import TimeStep, restart, transition
 
 DIFFICULTY_PARAMS = {
     "easy": {"noise_sigma": 0.1},
@@ -38,50 +32,8 @@ DIFFICULTY_PARAMS = {
 }
 
 
-class NoisyPositionOnlyCartPole(PositionOnlyCartPole):
+class NoisyPositionOnlyCartPole(NoisyObservation, PositionOnlyCartPole):
     """JAX port of ``popgym.envs.noisy_position_only_cartpole.NoisyPositionOnlyCartPole``."""
-
-    def __init__(
-        self, noise_sigma: float = 0.1, max_episode_length: int = 200, physics_dtype=jnp.float32
-    ):
-        super().__init__(max_episode_length, physics_dtype)
-        self.noise_sigma = float(noise_sigma)
-        self._low = np.asarray(self.observation_space.low, np.float32)
-        self._high = np.asarray(self.observation_space.high, np.float32)
-
-    def draw_noise(self, key: jax.Array) -> jax.Array:
-        """float32 ``[2]`` noise ``sigma * N(0, 1)`` (drawn in ``physics_dtype``, as popgym)."""
-        normal = jax.random.normal(key, (2,), self.physics_dtype)
-        return (self.noise_sigma * normal).astype(jnp.float32)
-
-    def _noisy(self, obs: jax.Array, noise: jax.Array) -> jax.Array:
-        return jnp.clip(obs + noise, self._low, self._high)
-
-    def reset_with_noise(
-        self, physics: jax.Array, noise: jax.Array, key: jax.Array | None = None
-    ) -> tuple[CartPoleState, TimeStep]:
-        """Start from physics ``[4]`` with the given first-observation noise (float32 ``[2]``)."""
-        state, ts = self.reset_from_physics(physics, key)
-        return state, restart(self._noisy(ts.observation, jnp.asarray(noise, jnp.float32)))
-
-    def reset(self, key: jax.Array) -> tuple[CartPoleState, TimeStep]:
-        key, physics_key, noise_key = jax.random.split(key, 3)
-        physics = jax.random.uniform(
-            physics_key, (4,), self.physics_dtype, minval=-RESET_BOUND, maxval=RESET_BOUND
-        )
-        return self.reset_with_noise(physics, self.draw_noise(noise_key), key)
-
-    def step_with_noise(
-        self, state: CartPoleState, action: jax.Array, noise: jax.Array
-    ) -> tuple[CartPoleState, TimeStep]:
-        """The transition with explicit observation noise (float32 ``[2]``); ``key`` is kept."""
-        state, terminated, truncated = self._advance(state, action)
-        obs = self._noisy(self._obs_after_step(state.physics), jnp.asarray(noise, jnp.float32))
-        return state, transition(obs, self.reward_scale, terminated, truncated)
-
-    def step(self, state: CartPoleState, action: jax.Array) -> tuple[CartPoleState, TimeStep]:
-        key, noise_key = jax.random.split(state.key)
-        return self.step_with_noise(state.replace(key=key), action, self.draw_noise(noise_key))
 
 
 @register_env("popgym/noisy_position_only_cartpole")

@@ -15,13 +15,12 @@ Difficulties (popgym ``NoisyPositionOnlyPendulum{Easy,Medium,Hard}``): ``sigma``
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 
 from stoixlite.envs.popgym import select_difficulty
-from stoixlite.envs.popgym.position_only_pendulum import PendulumState, PositionOnlyPendulum
+from stoixlite.envs.popgym.control import NoisyObservation
+from stoixlite.envs.popgym.position_only_pendulum import PositionOnlyPendulum
 from stoixlite.envs.registry import register_env
-from stoixlite.envs.types import TimeStep, restart, transition
 
 DIFFICULTY_PARAMS = {
     "easy": {"noise_sigma": 0.1},
@@ -30,46 +29,8 @@ DIFFICULTY_PARAMS = {
 }
 
 
-class NoisyPositionOnlyPendulum(PositionOnlyPendulum):
+class NoisyPositionOnlyPendulum(NoisyObservation, PositionOnlyPendulum):
     """JAX port of ``popgym.envs.noisy_position_only_pendulum.NoisyPositionOnlyPendulum``."""
-
-    def __init__(
-        self, noise_sigma: float = 0.1, max_episode_length: int = 200, physics_dtype=jnp.float32
-    ):
-        super().__init__(max_episode_length, physics_dtype)
-        self.noise_sigma = float(noise_sigma)
-
-    def draw_noise(self, key: jax.Array) -> jax.Array:
-        """float32 ``[2]`` noise ``sigma * N(0, 1)`` (drawn in ``physics_dtype``, as popgym)."""
-        normal = jax.random.normal(key, (2,), self.physics_dtype)
-        return (self.noise_sigma * normal).astype(jnp.float32)
-
-    def _noisy(self, obs: jax.Array, noise: jax.Array) -> jax.Array:
-        return jnp.clip(obs + jnp.asarray(noise, jnp.float32), -1.0, 1.0)
-
-    def reset_with_noise(
-        self, physics: jax.Array, noise: jax.Array, key: jax.Array | None = None
-    ) -> tuple[PendulumState, TimeStep]:
-        """Start from ``(theta, theta_dot)`` with the given first-observation noise."""
-        state, ts = self.reset_from_physics(physics, key)
-        return state, restart(self._noisy(ts.observation, noise))
-
-    def reset(self, key: jax.Array) -> tuple[PendulumState, TimeStep]:
-        key, physics_key, noise_key = jax.random.split(key, 3)
-        physics = self._initial_physics(physics_key)
-        return self.reset_with_noise(physics, self.draw_noise(noise_key), key)
-
-    def step_with_noise(
-        self, state: PendulumState, action: jax.Array, noise: jax.Array
-    ) -> tuple[PendulumState, TimeStep]:
-        """The transition with explicit observation noise (float32 ``[2]``); ``key`` is kept."""
-        state, reward, truncated = self._advance(state, action)
-        obs = self._noisy(self._obs(state.physics), noise)
-        return state, transition(obs, reward, False, truncated)
-
-    def step(self, state: PendulumState, action: jax.Array) -> tuple[PendulumState, TimeStep]:
-        key, noise_key = jax.random.split(state.key)
-        return self.step_with_noise(state.replace(key=key), action, self.draw_noise(noise_key))
 
 
 @register_env("popgym/noisy_position_only_pendulum")

@@ -37,11 +37,11 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import struct
 
 from stoixlite.envs.popgym import select_difficulty
+from stoixlite.envs.popgym.control import PhysicsEnv, PhysicsState
 from stoixlite.envs.registry import register_env
-from stoixlite.envs.types import Box, Discrete, Environment, TimeStep, restart, transition
+from stoixlite.envs.types import Box, Discrete
 
 # gymnasium CartPoleEnv constants (computed in Python float64 exactly as gymnasium does).
 GRAVITY = 9.8
@@ -61,16 +61,8 @@ DIFFICULTY_PARAMS = {
     "medium": {"max_episode_length": 400},
     "hard": {"max_episode_length": 600},
 }
-
-
-@struct.dataclass
-class CartPoleState:
-    """physics: ``[4]`` (x, x_dot, theta, theta_dot) in ``physics_dtype``; num_steps: int32;
-    key: PRNG key (used by the noisy variant only, carried by all for a uniform state)."""
-
-    physics: jax.Array
-    num_steps: jax.Array
-    key: jax.Array
+# physics: ``[4]`` (x, x_dot, theta, theta_dot) in ``physics_dtype``.
+CartPoleState = PhysicsState
 
 
 def cartpole_physics_step(physics: jax.Array, action: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -104,7 +96,7 @@ def cartpole_physics_step(physics: jax.Array, action: jax.Array) -> tuple[jax.Ar
     return jnp.stack([x, x_dot, theta, theta_dot]), terminated
 
 
-class PositionOnlyCartPole(Environment[CartPoleState]):
+class PositionOnlyCartPole(PhysicsEnv):
     """JAX port of ``popgym.envs.position_only_cartpole.PositionOnlyCartPole`` (module docstring).
 
     Subclasses choose what is observed by overriding :meth:`_obs_after_reset` and
@@ -114,9 +106,7 @@ class PositionOnlyCartPole(Environment[CartPoleState]):
     obs_high = (X_THRESHOLD * 2, THETA_THRESHOLD * 2)
 
     def __init__(self, max_episode_length: int = 200, physics_dtype=jnp.float32):
-        self.max_episode_length = int(max_episode_length)
-        self.max_episode_steps = self.max_episode_length
-        self.physics_dtype = jnp.dtype(physics_dtype)
+        super().__init__(max_episode_length, physics_dtype)
         self.reward_scale = 1.0 / self.max_episode_length
         high = np.asarray(self.obs_high, np.float32)
         self.observation_space = Box(
@@ -130,33 +120,16 @@ class PositionOnlyCartPole(Environment[CartPoleState]):
     def _obs_after_step(self, physics: jax.Array) -> jax.Array:
         return physics[jnp.array([0, 2])].astype(jnp.float32)
 
-    def reset_from_physics(
-        self, physics: jax.Array, key: jax.Array | None = None
-    ) -> tuple[CartPoleState, TimeStep]:
-        """Start an episode from a given initial physics state ``[4]`` (e.g. the reference's)."""
-        physics = jnp.asarray(physics, self.physics_dtype)
-        key = jax.random.PRNGKey(0) if key is None else key
-        state = CartPoleState(physics=physics, num_steps=jnp.asarray(0, jnp.int32), key=key)
-        return state, restart(self._obs_after_reset(physics))
-
-    def reset(self, key: jax.Array) -> tuple[CartPoleState, TimeStep]:
-        key, sub = jax.random.split(key)
-        physics = jax.random.uniform(
-            sub, (4,), self.physics_dtype, minval=-RESET_BOUND, maxval=RESET_BOUND
+    def initial_physics(self, key: jax.Array) -> jax.Array:
+        """``(x, x_dot, theta, theta_dot)`` uniform in ``[-0.05, 0.05]^4``."""
+        return jax.random.uniform(
+            key, (4,), self.physics_dtype, minval=-RESET_BOUND, maxval=RESET_BOUND
         )
-        return self.reset_from_physics(physics, key)
 
-    def _advance(self, state: CartPoleState, action: jax.Array):
-        physics, terminated = cartpole_physics_step(state.physics, action)
-        num_steps = state.num_steps + 1
-        truncated = num_steps >= self.max_episode_length
-        state = state.replace(physics=physics, num_steps=num_steps)
-        return state, terminated, truncated
-
-    def step(self, state: CartPoleState, action: jax.Array) -> tuple[CartPoleState, TimeStep]:
-        state, terminated, truncated = self._advance(state, action)
-        obs = self._obs_after_step(state.physics)
-        return state, transition(obs, self.reward_scale, terminated, truncated)
+    def physics_step(self, physics: jax.Array, action: jax.Array):
+        """gymnasium's step; every step, the terminating one included, is rewarded ``1/L``."""
+        physics, terminated = cartpole_physics_step(physics, action)
+        return physics, self.reward_scale, terminated
 
     def oracle_action(self, state: CartPoleState) -> jax.Array:
         """A balancing controller (push towards the side the pole falls to, with x feedback)."""

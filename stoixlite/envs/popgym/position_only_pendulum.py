@@ -34,11 +34,11 @@ import math
 
 import jax
 import jax.numpy as jnp
-from flax import struct
 
 from stoixlite.envs.popgym import select_difficulty
+from stoixlite.envs.popgym.control import PhysicsEnv, PhysicsState
 from stoixlite.envs.registry import register_env
-from stoixlite.envs.types import Box, Environment, TimeStep, restart, transition
+from stoixlite.envs.types import Box
 
 MAX_SPEED = 8.0
 MAX_TORQUE = 2.0
@@ -55,16 +55,8 @@ DIFFICULTY_PARAMS = {
     "medium": {"max_episode_length": 150},
     "hard": {"max_episode_length": 100},
 }
-
-
-@struct.dataclass
-class PendulumState:
-    """physics: ``[2]`` (theta, theta_dot) in ``physics_dtype``; num_steps: int32; key: PRNG key
-    (used by the noisy variant only)."""
-
-    physics: jax.Array
-    num_steps: jax.Array
-    key: jax.Array
+# physics: ``[2]`` (theta, theta_dot) in ``physics_dtype``.
+PendulumState = PhysicsState
 
 
 def angle_normalize(x: jax.Array) -> jax.Array:
@@ -88,17 +80,15 @@ def pendulum_physics_step(physics: jax.Array, action: jax.Array) -> tuple[jax.Ar
     return jnp.stack([newth, newthdot]), costs
 
 
-class PositionOnlyPendulum(Environment[PendulumState]):
+class PositionOnlyPendulum(PhysicsEnv):
     """JAX port of ``popgym.envs.position_only_pendulum.PositionOnlyPendulum`` (see module doc)."""
 
     def __init__(self, max_episode_length: int = 200, physics_dtype=jnp.float32):
-        self.max_episode_length = int(max_episode_length)
-        self.max_episode_steps = self.max_episode_length
-        self.physics_dtype = jnp.dtype(physics_dtype)
+        super().__init__(max_episode_length, physics_dtype)
         self.observation_space = Box(-1.0, 1.0, (2,), jnp.float32)
         self.action_space = Box(-MAX_TORQUE, MAX_TORQUE, (1,), jnp.float32)
 
-    def _obs(self, physics: jax.Array) -> jax.Array:
+    def _obs_after_step(self, physics: jax.Array) -> jax.Array:
         th = physics[0]
         return jnp.stack([jnp.cos(th), jnp.sin(th)]).astype(jnp.float32)
 
@@ -106,33 +96,15 @@ class PositionOnlyPendulum(Environment[PendulumState]):
         """popgym's scaling of gymnasium's reward ``-costs`` to ``[-1/L, 1/L]``."""
         return (-costs + REWARD_HALF_RANGE) / REWARD_HALF_RANGE / self.max_episode_length
 
-    def reset_from_physics(
-        self, physics: jax.Array, key: jax.Array | None = None
-    ) -> tuple[PendulumState, TimeStep]:
-        """Start an episode from a given ``(theta, theta_dot)`` (e.g. the reference's)."""
-        physics = jnp.asarray(physics, self.physics_dtype)
-        key = jax.random.PRNGKey(0) if key is None else key
-        state = PendulumState(physics=physics, num_steps=jnp.asarray(0, jnp.int32), key=key)
-        return state, restart(self._obs(physics))
-
-    def _initial_physics(self, key: jax.Array) -> jax.Array:
+    def initial_physics(self, key: jax.Array) -> jax.Array:
+        """``theta ~ U(-pi, pi)``, ``theta_dot ~ U(-1, 1)``."""
         high = jnp.asarray(RESET_HIGH, self.physics_dtype)
         return jax.random.uniform(key, (2,), self.physics_dtype, minval=-high, maxval=high)
 
-    def reset(self, key: jax.Array) -> tuple[PendulumState, TimeStep]:
-        key, sub = jax.random.split(key)
-        return self.reset_from_physics(self._initial_physics(sub), key)
-
-    def _advance(self, state: PendulumState, action: jax.Array):
-        physics, costs = pendulum_physics_step(state.physics, action)
-        num_steps = state.num_steps + 1
-        truncated = num_steps >= self.max_episode_length
-        reward = self.reward_transform(costs)
-        return state.replace(physics=physics, num_steps=num_steps), reward, truncated
-
-    def step(self, state: PendulumState, action: jax.Array) -> tuple[PendulumState, TimeStep]:
-        state, reward, truncated = self._advance(state, action)
-        return state, transition(self._obs(state.physics), reward, False, truncated)
+    def physics_step(self, physics: jax.Array, action: jax.Array):
+        """gymnasium's step with popgym's reward scaling; never terminated."""
+        physics, costs = pendulum_physics_step(physics, action)
+        return physics, self.reward_transform(costs), False
 
 
 @register_env("popgym/position_only_pendulum")

@@ -24,71 +24,43 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import struct
 
 from stoixlite.envs.popgym import select_difficulty
-from stoixlite.envs.popgym.cards import DECK_SIZE, NUM_SUITS, one_hot, shuffled_deck, suit_of
+from stoixlite.envs.popgym.cards import NUM_SUITS, DealtDeckEnv, DeckState, one_hot_np, suit_of
 from stoixlite.envs.registry import register_env
-from stoixlite.envs.types import Box, Discrete, Environment, TimeStep, restart, transition
+from stoixlite.envs.types import Discrete, TimeStep, transition
 
 DIFFICULTY_PARAMS = {
     "easy": {"num_decks": 1},
     "medium": {"num_decks": 8},
     "hard": {"num_decks": 16},
 }
+RepeatFirstState = DeckState
 
 
-@struct.dataclass
-class RepeatFirstState:
-    """deck: int32 ``[N]`` card ids in deal order; num_dealt: int32 scalar, cards dealt so far."""
-
-    deck: jax.Array
-    num_dealt: jax.Array
-
-
-class RepeatFirst(Environment[RepeatFirstState]):
+class RepeatFirst(DealtDeckEnv):
     """JAX port of ``popgym.envs.repeat_first.RepeatFirst`` (see module docstring)."""
 
     def __init__(self, num_decks: int = 1):
-        self.num_decks = num_decks
-        self.num_cards = DECK_SIZE * num_decks
+        super().__init__(num_decks, shown="suits")
         self.reward_scale = 1.0 / (self.num_cards - 1)
-        self.max_episode_steps = self.num_cards - 1
-        self.observation_space = Box(0.0, 1.0, (NUM_SUITS,), jnp.float32)
         self.action_space = Discrete(NUM_SUITS)
 
-    def _obs(self, card: jax.Array) -> jax.Array:
-        return one_hot(suit_of(card), NUM_SUITS)
-
-    def reset_from_deck(self, deck: jax.Array) -> tuple[RepeatFirstState, TimeStep]:
-        """Start an episode from a given deal order (int ``[N]``); deals the first card."""
-        deck = jnp.asarray(deck, jnp.int32)
-        state = RepeatFirstState(deck=deck, num_dealt=jnp.asarray(1, jnp.int32))
-        return state, restart(self._obs(deck[0]))
-
-    def reset(self, key: jax.Array) -> tuple[RepeatFirstState, TimeStep]:
-        return self.reset_from_deck(shuffled_deck(key, self.num_cards))
-
-    def step(self, state: RepeatFirstState, action: jax.Array) -> tuple[RepeatFirstState, TimeStep]:
-        t = state.num_dealt
+    def step(self, state: DeckState, action: jax.Array) -> tuple[DeckState, TimeStep]:
         reward = jnp.where(
             action == self.oracle_action(state), self.reward_scale, -self.reward_scale
         )
-        terminated = t == self.num_cards - 1
-        card = state.deck[jnp.minimum(t, self.num_cards - 1)]
-        state = state.replace(num_dealt=t + 1)
+        state, card, terminated = self.deal(state)
         return state, transition(self._obs(card), reward, terminated, False)
 
-    def oracle_action(self, state: RepeatFirstState) -> jax.Array:
+    def oracle_action(self, state: DeckState) -> jax.Array:
         """The optimal action: the suit of the first card."""
         return suit_of(state.deck[0])
 
 
 def encode_obs(popgym_obs) -> np.ndarray:
     """Encode a popgym RepeatFirst observation (an int suit) as the port's float32 one-hot."""
-    out = np.zeros(NUM_SUITS, np.float32)
-    out[int(popgym_obs)] = 1.0
-    return out
+    return one_hot_np(popgym_obs, NUM_SUITS)
 
 
 @register_env("popgym/repeat_first")

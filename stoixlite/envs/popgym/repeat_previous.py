@@ -24,67 +24,40 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
-from flax import struct
 
 from stoixlite.envs.popgym import select_difficulty
-from stoixlite.envs.popgym.cards import DECK_SIZE, NUM_SUITS, one_hot, shuffled_deck, suit_of
+from stoixlite.envs.popgym.cards import NUM_SUITS, DealtDeckEnv, DeckState, one_hot_np, suit_of
 from stoixlite.envs.registry import register_env
-from stoixlite.envs.types import Box, Discrete, Environment, TimeStep, restart, transition
+from stoixlite.envs.types import Discrete, TimeStep, transition
 
 DIFFICULTY_PARAMS = {
     "easy": {"num_decks": 1, "k": 4},
     "medium": {"num_decks": 2, "k": 32},
     "hard": {"num_decks": 3, "k": 64},
 }
+RepeatPreviousState = DeckState
 
 
-@struct.dataclass
-class RepeatPreviousState:
-    """deck: int32 ``[N]`` card ids in deal order; num_dealt: int32 scalar, cards dealt so far."""
-
-    deck: jax.Array
-    num_dealt: jax.Array
-
-
-class RepeatPrevious(Environment[RepeatPreviousState]):
+class RepeatPrevious(DealtDeckEnv):
     """JAX port of ``popgym.envs.repeat_previous.RepeatPrevious`` (see module docstring)."""
 
     def __init__(self, num_decks: int = 1, k: int = 4):
-        self.num_decks = num_decks
+        super().__init__(num_decks, shown="suits")
         self.k = k
-        self.num_cards = DECK_SIZE * num_decks
         if not 0 < k < self.num_cards:
             raise ValueError(f"k must be in [1, {self.num_cards - 1}], got {k}")
         self.reward_scale = 1.0 / (self.num_cards - k)
-        self.max_episode_steps = self.num_cards - 1
-        self.observation_space = Box(0.0, 1.0, (NUM_SUITS,), jnp.float32)
         self.action_space = Discrete(NUM_SUITS)
 
-    def _obs(self, card: jax.Array) -> jax.Array:
-        return one_hot(suit_of(card), NUM_SUITS)
-
-    def reset_from_deck(self, deck: jax.Array) -> tuple[RepeatPreviousState, TimeStep]:
-        """Start an episode from a given deal order (int ``[N]``); deals the first card."""
-        deck = jnp.asarray(deck, jnp.int32)
-        state = RepeatPreviousState(deck=deck, num_dealt=jnp.asarray(1, jnp.int32))
-        return state, restart(self._obs(deck[0]))
-
-    def reset(self, key: jax.Array) -> tuple[RepeatPreviousState, TimeStep]:
-        return self.reset_from_deck(shuffled_deck(key, self.num_cards))
-
-    def step(
-        self, state: RepeatPreviousState, action: jax.Array
-    ) -> tuple[RepeatPreviousState, TimeStep]:
+    def step(self, state: DeckState, action: jax.Array) -> tuple[DeckState, TimeStep]:
         t = state.num_dealt
         target = suit_of(state.deck[jnp.maximum(t - self.k, 0)])
         signed = jnp.where(action == target, self.reward_scale, -self.reward_scale)
         reward = jnp.where(t >= self.k, signed, 0.0)
-        terminated = t == self.num_cards - 1
-        card = state.deck[jnp.minimum(t, self.num_cards - 1)]
-        state = state.replace(num_dealt=t + 1)
+        state, card, terminated = self.deal(state)
         return state, transition(self._obs(card), reward, terminated, False)
 
-    def oracle_action(self, state: RepeatPreviousState) -> jax.Array:
+    def oracle_action(self, state: DeckState) -> jax.Array:
         """The optimal action in ``state`` (suit of the card dealt k steps ago; 0 before that)."""
         t = state.num_dealt
         return jnp.where(t >= self.k, suit_of(state.deck[jnp.maximum(t - self.k, 0)]), 0)
@@ -92,9 +65,7 @@ class RepeatPrevious(Environment[RepeatPreviousState]):
 
 def encode_obs(popgym_obs) -> np.ndarray:
     """Encode a popgym RepeatPrevious observation (an int suit) as the port's float32 one-hot."""
-    out = np.zeros(NUM_SUITS, np.float32)
-    out[int(popgym_obs)] = 1.0
-    return out
+    return one_hot_np(popgym_obs, NUM_SUITS)
 
 
 @register_env("popgym/repeat_previous")
