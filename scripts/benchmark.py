@@ -31,10 +31,30 @@ from pathlib import Path
 
 REFERENCE_ROWS = [
     # PureJaxRL ppo_rnn.py defaults (CartPole-v1): 4 envs x 128 steps, 4 epochs x 4 minibatches.
-    {"network": "gru", "env": "gymnax/CartPole-v1", "num_envs": 4, "label": "PureJaxRL ppo_rnn config"},
-    {"network": "gru", "env": "gymnax/CartPole-v1", "num_envs": 64, "label": "PureJaxRL/Stoix 64 envs"},
-    {"network": "mlp", "env": "gymnax/CartPole-v1", "num_envs": 4, "label": "feed-forward reference"},
-    {"network": "mlp", "env": "gymnax/CartPole-v1", "num_envs": 64, "label": "feed-forward reference"},
+    {
+        "network": "gru",
+        "env": "gymnax/CartPole-v1",
+        "num_envs": 4,
+        "label": "PureJaxRL ppo_rnn config",
+    },
+    {
+        "network": "gru",
+        "env": "gymnax/CartPole-v1",
+        "num_envs": 64,
+        "label": "PureJaxRL/Stoix 64 envs",
+    },
+    {
+        "network": "mlp",
+        "env": "gymnax/CartPole-v1",
+        "num_envs": 4,
+        "label": "feed-forward reference",
+    },
+    {
+        "network": "mlp",
+        "env": "gymnax/CartPole-v1",
+        "num_envs": 64,
+        "label": "feed-forward reference",
+    },
     {"network": "memoroid", "env": "gymnax/CartPole-v1", "num_envs": 4, "label": "memoroid (FFM)"},
     {"network": "memoroid", "env": "gymnax/CartPole-v1", "num_envs": 64, "label": "memoroid (FFM)"},
 ]
@@ -53,7 +73,8 @@ def hardware() -> str:
     import jax
 
     devices = ", ".join(sorted({d.device_kind for d in jax.devices()}))
-    return f"{model}, {os.cpu_count()} cores; JAX {jax.__version__} on {jax.default_backend()} ({devices})"
+    backend = jax.default_backend()
+    return f"{model}, {os.cpu_count()} cores; JAX {jax.__version__} on {backend} ({devices})"
 
 
 def run_row(spec: dict) -> dict:
@@ -103,7 +124,10 @@ def run_row(spec: dict) -> dict:
     if stats and "peak_bytes_in_use" in stats:
         device_peak = stats["peak_bytes_in_use"] / 2**20
     return {
-        **{k: spec[k] for k in ("network", "env", "num_envs", "rollout_length", "epochs", "minibatches")},
+        **{
+            k: spec[k]
+            for k in ("network", "env", "num_envs", "rollout_length", "epochs", "minibatches")
+        },
         "label": spec.get("label", ""),
         "sps": exp.steps_per_chunk / best,
         "sps_median": exp.steps_per_chunk / sorted(times)[len(times) // 2],
@@ -126,15 +150,21 @@ def launch(spec: dict) -> dict:
 
 
 def markdown(rows: list[dict]) -> str:
-    head = "| network | env | envs x steps | SPS (best) | SPS (median) | compile s | peak RSS MiB | note |"
+    head = (
+        "| network | env | envs x steps | SPS (best) | SPS (median) | compile s "
+        "| peak RSS MiB | note |"
+    )
     lines = [head, "|" + "---|" * 8]
     for r in rows:
         if "error" in r:
-            lines.append(f"| {r['network']} | {r['env']} | {r['num_envs']} | error: {r['error']} |||||")
+            lines.append(
+                f"| {r['network']} | {r['env']} | {r['num_envs']} | error: {r['error']} |||||"
+            )
             continue
         lines.append(
-            f"| {r['network']} | {r['env']} | {r['num_envs']} x {r['rollout_length']} | {r['sps']:,.0f} | "
-            f"{r['sps_median']:,.0f} | {r['compile_s']:.1f} | {r['peak_rss_mb']:,.0f} | {r['label']} |"
+            f"| {r['network']} | {r['env']} | {r['num_envs']} x {r['rollout_length']} "
+            f"| {r['sps']:,.0f} | {r['sps_median']:,.0f} | {r['compile_s']:.1f} "
+            f"| {r['peak_rss_mb']:,.0f} | {r['label']} |"
         )
     return "\n".join(lines)
 
@@ -146,16 +176,22 @@ def main() -> None:
 
         env_benchmark([a for a in sys.argv[1:] if a != "--env-only"])
         return
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--networks", nargs="*", default=None, help="default: all registered")
-    parser.add_argument("--envs", nargs="*", default=["gymnax/CartPole-v1", "popgym/repeat_previous"])
+    parser.add_argument(
+        "--envs", nargs="*", default=["gymnax/CartPole-v1", "popgym/repeat_previous"]
+    )
     parser.add_argument("--num-envs", type=int, default=64)
     parser.add_argument("--rollout-length", type=int, default=128)
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--minibatches", type=int, default=4)
     parser.add_argument("--updates", type=int, default=10, help="updates per timed chunk")
-    parser.add_argument("--repeats", type=int, default=3, help="timed chunks per row (best is reported)")
+    parser.add_argument(
+        "--repeats", type=int, default=3, help="timed chunks per row (best is reported)"
+    )
     parser.add_argument("--reference-only", action="store_true")
     parser.add_argument("--no-reference", action="store_true")
     parser.add_argument("--out", default="benchmark_results.json")
@@ -184,8 +220,11 @@ def main() -> None:
         ]
     if not args.no_reference:
         registered = set(available_memories())
-        specs += [{**common, **row, "rollout_length": 128, "epochs": 4, "minibatches": 4}
-                  for row in REFERENCE_ROWS if row["network"] in registered]
+        specs += [
+            {**common, **row, "rollout_length": 128, "epochs": 4, "minibatches": 4}
+            for row in REFERENCE_ROWS
+            if row["network"] in registered
+        ]
     rows = []
     for spec in specs:
         row = launch(spec)

@@ -31,8 +31,16 @@ def make_evaluator(
         key, reset_key = jax.random.split(key)
         env_state, timestep = env.reset(reset_key)
         zeros = jnp.zeros((num_envs,), jnp.float32)
-        init = (env_state, timestep, init_carry(num_envs), key, jnp.zeros((num_envs,), bool),
-                zeros, zeros, jnp.asarray(0))
+        init = (
+            env_state,
+            timestep,
+            init_carry(num_envs),
+            key,
+            jnp.zeros((num_envs,), bool),
+            zeros,
+            zeros,
+            jnp.asarray(0),
+        )
 
         def cond(loop: tuple) -> jax.Array:
             done, step = loop[4], loop[7]

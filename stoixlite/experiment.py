@@ -27,7 +27,11 @@ from stoixlite.ppo.types import LearnerState, PPOConfig
 
 def make_env_stack(env_cfg: DictConfig | dict, num_envs: int) -> Environment:
     """The vmapped, auto-resetting env stack for ``num_envs`` copies of ``env_cfg.name``."""
-    env_cfg = OmegaConf.to_container(env_cfg, resolve=True) if isinstance(env_cfg, DictConfig) else env_cfg
+    env_cfg = (
+        OmegaConf.to_container(env_cfg, resolve=True)
+        if isinstance(env_cfg, DictConfig)
+        else env_cfg
+    )
     kwargs = dict(env_cfg.get("kwargs") or {})
     if env_cfg.get("difficulty") is not None:
         kwargs["difficulty"] = env_cfg["difficulty"]
@@ -99,7 +103,7 @@ class Experiment:
 
 
 def build_experiment(cfg: DictConfig) -> Experiment:
-    """Create envs, network, optimiser, the jitted learn chunk and the evaluator (not compiled yet)."""
+    """Create envs, network, optimiser, the jitted learn chunk and the evaluator (uncompiled)."""
     ppo = ppo_config(cfg)
     env = make_env_stack(cfg.env, ppo.num_envs)
     eval_env = make_env_stack(cfg.env, cfg.arch.num_eval_envs)

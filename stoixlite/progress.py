@@ -47,7 +47,8 @@ class TrainingProgress:
 
     def update(self, step: int, record: dict[str, float]) -> None:
         stats = (
-            f"sps {record.get('train/sps', 0):,.0f} | train {_fmt(record.get('train/episode_return'))}"
+            f"sps {record.get('train/sps', 0):,.0f}"
+            f" | train {_fmt(record.get('train/episode_return'))}"
             f" | eval {_fmt(record.get('eval/episode_return'))}"
         )
         self._progress.update(self._task, completed=step, stats=stats)

@@ -21,7 +21,13 @@ def test_train_writes_metrics(tmp_path, env, network):
     records = read_jsonl(tmp_path / "metrics.jsonl")
     assert len(records) == cfg.arch.num_evaluations
     assert [r["step"] for r in records] == [64, 128]
-    for key in ("train/sps", "loss/total", "loss/entropy", "eval/episode_return", "train/explained_variance"):
+    for key in (
+        "train/sps",
+        "loss/total",
+        "loss/entropy",
+        "eval/episode_return",
+        "train/explained_variance",
+    ):
         assert all(r[key] is not None and math.isfinite(r[key]) for r in records), key
     assert records[-1]["loss/first_ratio_max_dev"] < 1e-5
     assert final == records[-1]["eval/episode_return"]
@@ -33,8 +39,14 @@ def test_cli_runs_from_any_directory(tmp_path):
     """`python -m stoixlite.rec_ppo` finds its configs from an unrelated working directory."""
     run_dir = tmp_path / "run"
     proc = subprocess.run(
-        [sys.executable, "-m", "stoixlite.rec_ppo", "env=gymnax/CartPole-v1", *TINY,
-         f"hydra.run.dir={run_dir}"],
+        [
+            sys.executable,
+            "-m",
+            "stoixlite.rec_ppo",
+            "env=gymnax/CartPole-v1",
+            *TINY,
+            f"hydra.run.dir={run_dir}",
+        ],
         cwd=tmp_path,
         capture_output=True,
         text=True,

@@ -52,7 +52,13 @@ def test_gymnax_env_rejects_difficulty():
 def test_cli_prints_single_line_and_exits_nonzero(tmp_path):
     """The CLI reports a bad value as one line on stderr, without traceback or output files."""
     proc = subprocess.run(
-        [sys.executable, "-m", "stoixlite.rec_ppo", "system.lr=-1", f"hydra.run.dir={tmp_path}/run"],
+        [
+            sys.executable,
+            "-m",
+            "stoixlite.rec_ppo",
+            "system.lr=-1",
+            f"hydra.run.dir={tmp_path}/run",
+        ],
         cwd=tmp_path,
         capture_output=True,
         text=True,
@@ -60,6 +66,8 @@ def test_cli_prints_single_line_and_exits_nonzero(tmp_path):
     )
     assert proc.returncode == 2
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert lines == ["config error: system.lr=-1 is invalid: must be a number in (0.0, inf]"], proc.stderr
+    assert lines == ["config error: system.lr=-1 is invalid: must be a number in (0.0, inf]"], (
+        proc.stderr
+    )
     assert "Traceback" not in proc.stdout + proc.stderr
     assert not (tmp_path / "run" / "metrics.jsonl").exists()

@@ -48,7 +48,9 @@ def test_gae_matches_numpy_reference(seed):
     next_value = np.where(truncated, bootstrap, next_value)
     next_value = np.where(last & ~truncated, rng.normal(size=(t_len, n)), next_value)  # ignored
 
-    adv, ret = gae_advantages(reward, discount, last, value, next_value.astype(np.float32), gamma, lam)
+    adv, ret = gae_advantages(
+        reward, discount, last, value, next_value.astype(np.float32), gamma, lam
+    )
     ref_adv, ref_ret = numpy_gae(
         reward, discount, last, truncated, value, bootstrap, final_value, gamma, lam
     )
@@ -62,7 +64,9 @@ def test_truncation_differs_from_termination():
     value = np.zeros((3, 1), np.float32)
     next_value = np.full((3, 1), 10.0, np.float32)
     last = np.array([[False], [True], [False]])
-    trunc_adv, _ = gae_advantages(reward, np.ones((3, 1), np.float32), last, value, next_value, 0.5, 1.0)
+    trunc_adv, _ = gae_advantages(
+        reward, np.ones((3, 1), np.float32), last, value, next_value, 0.5, 1.0
+    )
     term_discount = np.array([[1.0], [0.0], [1.0]], np.float32)
     term_adv, _ = gae_advantages(reward, term_discount, last, value, next_value, 0.5, 1.0)
     assert float(trunc_adv[1, 0]) == pytest.approx(1.0 + 0.5 * 10.0)

@@ -9,18 +9,20 @@ from stoixlite.rec_ppo import train
 
 
 def test_gru_ppo_learns_cartpole(tmp_path):
-    cfg = compose_config([
-        "env=gymnax/CartPole-v1",
-        "network=gru",
-        "network.activation=tanh",
-        "arch.num_envs=4",
-        "arch.total_timesteps=250000",
-        "arch.num_evaluations=4",
-        "arch.num_eval_envs=16",
-        "system.lr=0.00025",
-        "logger.progress=false",
-        "logger.plot=false",
-    ])
+    cfg = compose_config(
+        [
+            "env=gymnax/CartPole-v1",
+            "network=gru",
+            "network.activation=tanh",
+            "arch.num_envs=4",
+            "arch.total_timesteps=250000",
+            "arch.num_evaluations=4",
+            "arch.num_eval_envs=16",
+            "system.lr=0.00025",
+            "logger.progress=false",
+            "logger.plot=false",
+        ]
+    )
     train(cfg, tmp_path)
     returns = [r["eval/episode_return"] for r in read_jsonl(tmp_path / "metrics.jsonl")]
     assert max(returns) >= 400, returns

@@ -7,8 +7,8 @@ Every environment in stoixlite is a pair of pure functions over an explicit stat
 
 ``state`` carries everything the environment needs, including its own PRNG key, so ``step`` is
 deterministic given its inputs. Specs are static attributes (``observation_space``,
-``action_space``). A single environment is unbatched; use :class:`stoixlite.envs.wrappers.VmapWrapper`
-to batch it.
+``action_space``). A single environment is unbatched; use
+:class:`stoixlite.envs.wrappers.VmapWrapper` to batch it.
 
 ``TimeStep`` follows dm_env semantics:
 

@@ -2,9 +2,9 @@ r"""Recurrent actor-critic assembly.
 
 Data flow for one call, time-major (T steps, B environments)::
 
-    obs [T, B, F] -> encoder MLP -> memory(carry, (x, start)) -+-> actor MLP  -> policy head -> dist
-                                        |                      +-> critic MLP -> value head  -> value [T, B]
-                                        +-> new carry (state after step T-1)
+    obs [T,B,F] -> encoder MLP -> memory(carry, (x, start)) -+-> actor MLP  -> policy head -> dist
+                                     |                       +-> critic MLP -> value head -> V [T,B]
+                                     +-> new carry (state after step T-1)
 
 ``start [T, B]`` marks the first observation of an episode; the memory resets its state before
 consuming that step. The actor and critic MLPs (``head_layers`` x ``head_size``) are always
@@ -115,7 +115,10 @@ class MemoryTower(nn.Module):
 
 
 class ActorCritic(nn.Module):
-    """Recurrent actor-critic: ``(carry, obs [T,B,F], start [T,B]) -> (carry, (dist, value [T,B]))``."""
+    """Recurrent actor-critic.
+
+    ``(carry, obs [T,B,F], start [T,B]) -> (carry, (dist, value [T,B]))``.
+    """
 
     action_space: Space
     memory_name: str
@@ -163,4 +166,3 @@ class ActorCritic(nn.Module):
     def initialize_carry(self, batch_size: int) -> Any:
         carry = self._tower(parent=None).initialize_carry(batch_size)
         return carry if self.shared_memory else (carry, carry)
-

@@ -36,7 +36,9 @@ def gae_advantages(
     delta = reward + gamma * discount * next_value - value
     trace = gamma * gae_lambda * discount * (1.0 - last.astype(reward.dtype))
 
-    def step(next_adv: jax.Array, inputs: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+    def step(
+        next_adv: jax.Array, inputs: tuple[jax.Array, jax.Array]
+    ) -> tuple[jax.Array, jax.Array]:
         d, c = inputs
         adv = d + c * next_adv
         return adv, adv

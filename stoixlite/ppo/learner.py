@@ -107,7 +107,7 @@ def make_update(
     cfg: PPOConfig,
     rollout_unroll: int = 1,
 ) -> Callable[[LearnerState], tuple[LearnerState, dict[str, jax.Array]]]:
-    """Build ``update(state) -> (state, metrics)``: one rollout and ``epochs x minibatches`` steps."""
+    """Build ``update(state) -> (state, metrics)``: a rollout, then epochs x minibatches steps."""
     grad_fn = jax.grad(lambda p, b: ppo_loss(p, apply_fn, b, cfg), has_aux=True)
 
     def update(state: LearnerState) -> tuple[LearnerState, dict[str, jax.Array]]:

@@ -14,7 +14,7 @@ from stoixlite.ppo.types import PPOConfig
 
 @struct.dataclass
 class SequenceBatch:
-    """Training sequences, time-major ``[L, S, ...]``, each starting from ``init_carry [S, ...]``."""
+    """Training sequences, time-major ``[L, S, ...]``, each starting at ``init_carry [S, ...]``."""
 
     obs: jax.Array
     start: jax.Array
@@ -47,7 +47,9 @@ def ppo_loss(
 
     value_error = jnp.square(value - batch.target)
     if cfg.value_clip_eps > 0:
-        clipped = batch.value + jnp.clip(value - batch.value, -cfg.value_clip_eps, cfg.value_clip_eps)
+        clipped = batch.value + jnp.clip(
+            value - batch.value, -cfg.value_clip_eps, cfg.value_clip_eps
+        )
         value_error = jnp.maximum(value_error, jnp.square(clipped - batch.target))
     value_loss = 0.5 * value_error.mean()
 

@@ -1,4 +1,4 @@
-"""The rollout: ``lax.scan`` over ``rollout_length`` steps of (policy with T=1, vmapped env step)."""
+"""The rollout: ``lax.scan`` over ``rollout_length`` steps of (policy at T=1, vmapped env step)."""
 
 from __future__ import annotations
 
@@ -62,7 +62,9 @@ def rollout(
     return state, traj, carries_after
 
 
-def bootstrap_values(apply_fn: ApplyFn, params: Any, traj: Transition, carries_after: Any) -> jax.Array:
+def bootstrap_values(
+    apply_fn: ApplyFn, params: Any, traj: Transition, carries_after: Any
+) -> jax.Array:
     """V(true next observation) for every step ``[T, N]`` in one batched T=1 call.
 
     For step t the next observation is ``traj.next_obs[t]`` (the true final observation on LAST
