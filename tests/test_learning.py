@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from conftest import compose_config
 
 from stoixlite.metrics import read_jsonl
@@ -26,3 +27,38 @@ def test_gru_ppo_learns_cartpole(tmp_path):
     train(cfg, tmp_path)
     returns = [r["eval/episode_return"] for r in read_jsonl(tmp_path / "metrics.jsonl")]
     assert max(returns) >= 400, returns
+
+
+def test_memoroid_learning_smoke(tmp_path):
+    """FFM PPO improves quickly on CartPole-v1 (random play scores about 20)."""
+    cfg = compose_config(
+        [
+            "env=gymnax/CartPole-v1",
+            "network=memoroid",
+            "arch.num_envs=4",
+            "arch.total_timesteps=100000",
+            "arch.num_evaluations=2",
+            "arch.num_eval_envs=16",
+            "logger.progress=false",
+            "logger.plot=false",
+        ]
+    )
+    train(cfg, tmp_path)
+    returns = [r["eval/episode_return"] for r in read_jsonl(tmp_path / "metrics.jsonl")]
+    assert max(returns) >= 100, returns
+
+
+@pytest.mark.slow
+def test_memoroid_solves_repeat_previous_with_defaults(tmp_path):
+    """The shipped defaults: FFM reaches a mean eval return >= 0.9 on repeat_previous (easy)."""
+    cfg = compose_config(
+        ["network=memoroid", "env=popgym/repeat_previous", "logger.progress=false"]
+    )
+    final = train(cfg, tmp_path)
+    assert final >= 0.9
+
+
+@pytest.mark.slow
+def test_gru_solves_repeat_previous_with_defaults(tmp_path):
+    cfg = compose_config(["network=gru", "env=popgym/repeat_previous", "logger.progress=false"])
+    assert train(cfg, tmp_path) >= 0.9

@@ -42,8 +42,10 @@ class Categorical:
 
     def log_prob(self, action: jax.Array) -> jax.Array:
         """``log p(action)`` for integer ``action`` of shape ``[...]``."""
-        log_probs = self.log_probs
-        return jnp.take_along_axis(log_probs, action[..., None].astype(jnp.int32), axis=-1)[..., 0]
+        # One-hot contraction rather than a gather: its gradient is a multiply, not a scatter
+        # (scatters are slow on XLA:CPU).
+        one_hot = jax.nn.one_hot(action, self.logits.shape[-1], dtype=self.logits.dtype)
+        return jnp.sum(self.log_probs * one_hot, axis=-1)
 
     def entropy(self) -> jax.Array:
         """Shannon entropy in nats, shape ``[...]``."""
