@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import inspect
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -188,6 +189,7 @@ def _fmt(x: np.ndarray) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    logging.getLogger("absl").setLevel(logging.ERROR)  # orbax's read-only notices
     parser = argparse.ArgumentParser(
         prog="python -m stoixlite.evaluate", description=__doc__.split("\n")[0]
     )

@@ -7,20 +7,12 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from stoixlite.config import ACTOR_CRITIC_KEYS
 from stoixlite.networks.memory import available_memories, build_memory, memory_fields
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs" / "network"
-# Keys read by the actor-critic assembly, not by the memory module.
-GENERIC_KEYS = {
-    "name",
-    "hidden_size",
-    "embed_size",
-    "encoder_layers",
-    "head_size",
-    "head_layers",
-    "activation",
-    "shared_memory",
-}
+# Keys every network config has: those the actor-critic reads, plus the memory width.
+GENERIC_KEYS = set(ACTOR_CRITIC_KEYS) | {"hidden_size"}
 
 
 def test_every_memory_has_a_config():
