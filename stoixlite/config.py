@@ -132,6 +132,7 @@ def _validate_arch_system(cfg: DictConfig) -> None:
         "system.rollout_length",
         "system.epochs",
         "system.num_minibatches",
+        "system.rollout_unroll",
     ):
         _positive_int(cfg, key)
     _number(cfg, "system.lr", 0.0, float("inf"), low_open=True)

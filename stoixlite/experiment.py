@@ -77,9 +77,6 @@ class Experiment:
     def steps_per_chunk(self) -> int:
         return self.steps_per_update * self.ppo.updates_per_chunk
 
-    def apply(self, params: Any, carry: Any, obs: jax.Array, start: jax.Array):
-        return self.network.apply(params, carry, obs, start)
-
     def init_state(self, key: jax.Array) -> LearnerState:
         """Fresh learner state: initial params, optimiser, reset envs and initial carries."""
         key, net_key, env_key = jax.random.split(key, 3)
@@ -110,7 +107,7 @@ def build_experiment(cfg: DictConfig) -> Experiment:
     network = make_network(cfg, env)
     optimizer = make_optimizer(ppo)
     update = make_update(
-        network.apply, env, optimizer, ppo, rollout_unroll=cfg.system.get("rollout_unroll", 1)
+        network.apply, env, optimizer, ppo, rollout_unroll=cfg.system.rollout_unroll
     )
     max_steps = (env.max_episode_steps or cfg.arch.eval_max_steps) + 1
     evaluate = make_evaluator(

@@ -47,7 +47,6 @@ def rollout(
             reward=next_ts.reward,
             discount=next_ts.discount,
             last=next_ts.last(),
-            truncated=next_ts.extras["truncated"],
             next_obs=next_ts.extras["next_obs"],
             episode_return=next_ts.extras["episode_return"],
             episode_length=next_ts.extras["episode_length"],

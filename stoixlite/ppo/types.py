@@ -41,7 +41,6 @@ class Transition:
     reward: jax.Array  # [N]
     discount: jax.Array  # [N] 0 iff terminated
     last: jax.Array  # [N] bool: episode ended (terminated or truncated)
-    truncated: jax.Array  # [N] bool: ended by a time limit (LAST with discount 1)
     next_obs: jax.Array  # [N, F] true next observation (final one on LAST)
     episode_return: jax.Array  # [N] return of the episode that ended (valid where last)
     episode_length: jax.Array  # [N] length of the episode that ended (valid where last)
