@@ -32,7 +32,7 @@ import jax.numpy as jnp
 
 from stoixlite.envs.registry import available_envs, make
 from stoixlite.envs.types import Discrete
-from stoixlite.envs.wrappers import AutoResetWrapper
+from stoixlite.envs.wrappers import ENV_AXIS, AutoResetWrapper, VmapWrapper
 
 
 def random_action(space, key: jax.Array, num_envs: int) -> jax.Array:
@@ -45,16 +45,17 @@ def random_action(space, key: jax.Array, num_envs: int) -> jax.Array:
 
 
 def bench_jax(name: str, difficulty: str, num_envs: int, steps: int, repeats: int) -> dict:
-    env = AutoResetWrapper(make(name, difficulty=difficulty))
+    raw = make(name, difficulty=difficulty)
+    env = VmapWrapper(AutoResetWrapper(raw, batch_axis=ENV_AXIS), num_envs, axis_name=ENV_AXIS)
 
     @jax.jit
     def run(key):
-        state, _ = jax.vmap(env.reset)(jax.random.split(key, num_envs))
+        state, _ = env.reset(key)
 
         def body(carry, _):
             state, key, total = carry
             key, sub = jax.random.split(key)
-            state, ts = jax.vmap(env.step)(state, random_action(env.action_space, sub, num_envs))
+            state, ts = env.step(state, random_action(env.action_space, sub, num_envs))
             # Consume reward, observation and step type so XLA cannot drop any of the env's work.
             used = ts.reward.sum() + ts.observation.sum() + ts.step_type.sum()
             return (state, key, total + used), None

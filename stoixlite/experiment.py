@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from stoixlite.config import network_kwargs, ppo_config
 from stoixlite.envs.registry import make
 from stoixlite.envs.types import Environment
-from stoixlite.envs.wrappers import VmapWrapper, wrap_env
+from stoixlite.envs.wrappers import make_batched_env
 from stoixlite.evaluation import make_evaluator
 from stoixlite.networks.actor_critic import ActorCritic
 from stoixlite.ppo.learner import make_learn_chunk, make_optimizer, make_update
@@ -36,7 +36,7 @@ def make_env_stack(env_cfg: DictConfig | dict, num_envs: int) -> Environment:
     if env_cfg.get("difficulty") is not None:
         kwargs["difficulty"] = env_cfg["difficulty"]
     env = make(env_cfg["name"], **kwargs)
-    return VmapWrapper(wrap_env(env, obs_augment=bool(env_cfg.get("obs_augment", False))), num_envs)
+    return make_batched_env(env, num_envs, obs_augment=bool(env_cfg.get("obs_augment", False)))
 
 
 def make_network(cfg: DictConfig, env: Environment) -> ActorCritic:

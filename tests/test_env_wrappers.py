@@ -20,6 +20,7 @@ from stoixlite.envs.wrappers import (
     EpisodeStatsWrapper,
     ObsAugmentWrapper,
     VmapWrapper,
+    make_batched_env,
     wrap_env,
 )
 
@@ -206,3 +207,40 @@ def test_wrappers_forward_specs():
         assert w.action_space == raw.action_space
         assert w.max_episode_steps == 3
         assert w.unwrapped is raw
+
+
+def _key_data(tree):
+    """The pytree with typed PRNG keys replaced by their raw uint32 data (comparable arrays)."""
+    is_key = lambda x: jnp.issubdtype(x.dtype, jax.dtypes.prng_key)
+    return jax.tree.map(lambda x: jax.random.key_data(x) if is_key(x) else x, tree)
+
+
+@pytest.mark.parametrize("name", ["popgym/minesweeper", "popgym/labyrinth_escape"])
+def test_batched_lazy_reset_equals_eager_reset(name):
+    """make_batched_env (resets only on steps where some env is done) gives exactly the states and
+    timesteps of VmapWrapper(wrap_env(...)) (resets computed every step)."""
+    from stoixlite.envs.registry import make
+
+    raw = make(name)
+    num_envs, steps = 6, 60
+    eager = VmapWrapper(wrap_env(raw, obs_augment=True), num_envs)
+    lazy = make_batched_env(raw, num_envs, obs_augment=True)
+
+    def run(env):
+        def body(state, key):
+            action = jax.random.randint(key, (num_envs,), 0, raw.action_space.n)
+            state, ts = env.step(state, action)
+            return state, (state, ts)
+
+        state, _ = env.reset(jax.random.key(5))
+        return jax.lax.scan(body, state, jax.random.split(jax.random.key(6), steps))[1]
+
+    lazy_run = jax.jit(lambda: run(lazy))
+    assert "cond[" in str(jax.make_jaxpr(lazy_run)())
+    want, got = _key_data(jax.jit(lambda: run(eager))()), _key_data(lazy_run())
+    for a, b in zip(jax.tree.leaves(want), jax.tree.leaves(got), strict=True):
+        np.testing.assert_array_equal(a, b)
+    done_per_step = np.asarray(got[1].step_type == LAST).sum(1)
+    assert (done_per_step == 0).any()  # steps on which the lazy stack skips the resets
+    if name == "popgym/minesweeper":
+        assert ((done_per_step > 0) & (done_per_step < num_envs)).any()

@@ -2,9 +2,12 @@
 
 Create a wrapped, batched env with::
 
-    from stoixlite.envs import VmapWrapper, make, wrap_env
+    from stoixlite.envs import make, make_batched_env
 
-    env = VmapWrapper(wrap_env(make("gymnax/CartPole-v1"), obs_augment=False), num_envs=8)
+    env = make_batched_env(make("gymnax/CartPole-v1"), num_envs=8, obs_augment=False)
+
+(``VmapWrapper(wrap_env(...), num_envs)`` is the same stack, but computes every env's reset on
+every step; ``make_batched_env`` only on steps where some env is done.)
 """
 
 from stoixlite.envs.registry import available_envs, make, register_env
@@ -25,6 +28,7 @@ from stoixlite.envs.wrappers import (
     ObsAugmentWrapper,
     VmapWrapper,
     Wrapper,
+    make_batched_env,
     wrap_env,
 )
 
@@ -43,6 +47,7 @@ __all__ = [
     "Wrapper",
     "available_envs",
     "make",
+    "make_batched_env",
     "register_env",
     "restart",
     "transition",

@@ -176,8 +176,17 @@ class AutoResetWrapper(Wrapper):
     ``extras["next_obs"] == observation``. ``extras["truncated"]`` is ``LAST & discount == 1``
     (bool). The wrapper's own PRNG key is split on each auto-reset (kept otherwise).
 
-    Both branches are computed and selected with ``jnp.where``, so this is vmappable.
+    The reset is selected per env with ``jnp.where``, so this is vmappable. Under ``vmap`` a
+    ``where`` computes the reset of every env on every step; with ``batch_axis`` (the
+    ``axis_name`` of the enclosing ``vmap``, see :class:`VmapWrapper`) the resets are computed
+    only on steps where some env of the batch is done (a ``lax.cond`` on a ``psum`` over the
+    batch), which matters for envs with costly resets (maze generation, deck shuffles) and long
+    episodes. Both modes return identical results; ``batch_axis`` requires that enclosing vmap.
     """
+
+    def __init__(self, env: Environment, batch_axis: str | None = None):
+        super().__init__(env)
+        self.batch_axis = batch_axis
 
     def reset(self, key: jax.Array) -> tuple[AutoResetState, TimeStep]:
         key, reset_key = jax.random.split(key)
@@ -189,14 +198,29 @@ class AutoResetWrapper(Wrapper):
         }
         return AutoResetState(env_state, key), ts.replace(extras=extras)
 
+    def _reset_where_done(
+        self, done: jax.Array, key: jax.Array, env_state: Any, observation: jax.Array
+    ) -> tuple[Any, jax.Array, jax.Array]:
+        """``(env_state, key, observation)``, replaced by a fresh episode's where ``done``."""
+        new_key, reset_key = jax.random.split(key)
+        reset_state, reset_ts = self._env.reset(reset_key)
+        return (
+            _select(done, reset_state, env_state),
+            jnp.where(done, new_key, key),
+            _select(done, reset_ts.observation, observation),
+        )
+
     def step(self, state: AutoResetState, action: jax.Array) -> tuple[AutoResetState, TimeStep]:
         env_state, ts = self._env.step(state.env_state, action)
-        new_key, reset_key = jax.random.split(state.key)
-        reset_state, reset_ts = self._env.reset(reset_key)
         done = ts.step_type == LAST
-        env_state = _select(done, reset_state, env_state)
-        key = jnp.where(done, new_key, state.key)
-        observation = _select(done, reset_ts.observation, ts.observation)
+        operands = (done, state.key, env_state, ts.observation)
+        if self.batch_axis is None:
+            env_state, key, observation = self._reset_where_done(*operands)
+        else:
+            any_done = jax.lax.psum(done.astype(jnp.int32), self.batch_axis) > 0
+            env_state, key, observation = jax.lax.cond(
+                any_done, self._reset_where_done, lambda d, k, s, o: (s, k, o), *operands
+            )
         extras = {
             **ts.extras,
             "next_obs": ts.observation,
@@ -262,35 +286,47 @@ class EpisodeStatsWrapper(Wrapper):
 
 
 class VmapWrapper(Wrapper):
-    """Batches ``num_envs`` copies of an env with ``jax.vmap``.
+    """Batches ``num_envs`` copies of an env with ``jax.vmap`` (named ``axis_name``, if given).
 
     ``reset(key)`` splits ``key`` into ``num_envs`` keys; ``step(state, action)`` maps over the
     leading axis of ``state`` and ``action`` (``[num_envs, ...]``). Every timestep field (and every
     ``extras`` entry) gets a leading ``[num_envs]`` axis. The specs stay per-env (unbatched).
     """
 
-    def __init__(self, env: Environment, num_envs: int):
+    def __init__(self, env: Environment, num_envs: int, axis_name: str | None = None):
         super().__init__(env)
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
         self.num_envs = int(num_envs)
+        self.axis_name = axis_name
 
     def reset(self, key: jax.Array) -> tuple[Any, TimeStep]:
         keys = jax.random.split(key, self.num_envs)
-        return jax.vmap(self._env.reset)(keys)
+        return jax.vmap(self._env.reset, axis_name=self.axis_name)(keys)
 
     def step(self, state: Any, action: jax.Array) -> tuple[Any, TimeStep]:
-        return jax.vmap(self._env.step)(state, action)
+        return jax.vmap(self._env.step, axis_name=self.axis_name)(state, action)
 
 
-def wrap_env(env: Environment, *, obs_augment: bool) -> Environment:
+ENV_AXIS = "envs"
+
+
+def wrap_env(env: Environment, *, obs_augment: bool, batch_axis: str | None = None) -> Environment:
     """The standard (unbatched) stack: raw -> ObsAugment (optional) -> AutoReset -> EpisodeStats.
 
     On an auto-reset step the returned observation is the augmented first observation of the new
     episode (is_first = 1, zero previous action) and ``extras["next_obs"]`` is the augmented true
-    final observation (last action, is_first = 0). Apply :class:`VmapWrapper` on top.
+    final observation (last action, is_first = 0). Apply :class:`VmapWrapper` on top (with
+    ``axis_name=batch_axis`` when ``batch_axis`` is given: see :class:`AutoResetWrapper`), or use
+    :func:`make_batched_env`.
     """
     if obs_augment:
         env = ObsAugmentWrapper(env)
-    env = AutoResetWrapper(env)
+    env = AutoResetWrapper(env, batch_axis=batch_axis)
     return EpisodeStatsWrapper(env)
+
+
+def make_batched_env(env: Environment, num_envs: int, *, obs_augment: bool) -> VmapWrapper:
+    """:func:`wrap_env` vmapped over ``num_envs`` copies, resets computed only when needed."""
+    stack = wrap_env(env, obs_augment=obs_augment, batch_axis=ENV_AXIS)
+    return VmapWrapper(stack, num_envs, axis_name=ENV_AXIS)
