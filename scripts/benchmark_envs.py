@@ -46,7 +46,7 @@ def random_action(space, key: jax.Array, num_envs: int) -> jax.Array:
 
 def bench_jax(name: str, difficulty: str, num_envs: int, steps: int, repeats: int) -> dict:
     raw = make(name, difficulty=difficulty)
-    env = VmapWrapper(AutoResetWrapper(raw, batch_axis=ENV_AXIS), num_envs, axis_name=ENV_AXIS)
+    env = VmapWrapper(AutoResetWrapper(raw, batch_axis=ENV_AXIS), num_envs)
 
     @jax.jit
     def run(key):

@@ -285,15 +285,18 @@ class EpisodeStatsWrapper(Wrapper):
 # --------------------------------------------------------------------------------------------
 
 
+ENV_AXIS = "envs"
+
+
 class VmapWrapper(Wrapper):
-    """Batches ``num_envs`` copies of an env with ``jax.vmap`` (named ``axis_name``, if given).
+    """Batches ``num_envs`` copies of an env with ``jax.vmap`` over the axis named ``axis_name``.
 
     ``reset(key)`` splits ``key`` into ``num_envs`` keys; ``step(state, action)`` maps over the
     leading axis of ``state`` and ``action`` (``[num_envs, ...]``). Every timestep field (and every
     ``extras`` entry) gets a leading ``[num_envs]`` axis. The specs stay per-env (unbatched).
     """
 
-    def __init__(self, env: Environment, num_envs: int, axis_name: str | None = None):
+    def __init__(self, env: Environment, num_envs: int, axis_name: str = ENV_AXIS):
         super().__init__(env)
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
@@ -308,17 +311,14 @@ class VmapWrapper(Wrapper):
         return jax.vmap(self._env.step, axis_name=self.axis_name)(state, action)
 
 
-ENV_AXIS = "envs"
-
-
 def wrap_env(env: Environment, *, obs_augment: bool, batch_axis: str | None = None) -> Environment:
     """The standard (unbatched) stack: raw -> ObsAugment (optional) -> AutoReset -> EpisodeStats.
 
     On an auto-reset step the returned observation is the augmented first observation of the new
     episode (is_first = 1, zero previous action) and ``extras["next_obs"]`` is the augmented true
-    final observation (last action, is_first = 0). Apply :class:`VmapWrapper` on top (with
-    ``axis_name=batch_axis`` when ``batch_axis`` is given: see :class:`AutoResetWrapper`), or use
-    :func:`make_batched_env`.
+    final observation (last action, is_first = 0). Apply :class:`VmapWrapper` on top (its axis
+    is ``ENV_AXIS`` unless named otherwise; ``batch_axis`` must name it, see
+    :class:`AutoResetWrapper`), or use :func:`make_batched_env`.
     """
     if obs_augment:
         env = ObsAugmentWrapper(env)
@@ -328,5 +328,4 @@ def wrap_env(env: Environment, *, obs_augment: bool, batch_axis: str | None = No
 
 def make_batched_env(env: Environment, num_envs: int, *, obs_augment: bool) -> VmapWrapper:
     """:func:`wrap_env` vmapped over ``num_envs`` copies, resets computed only when needed."""
-    stack = wrap_env(env, obs_augment=obs_augment, batch_axis=ENV_AXIS)
-    return VmapWrapper(stack, num_envs, axis_name=ENV_AXIS)
+    return VmapWrapper(wrap_env(env, obs_augment=obs_augment, batch_axis=ENV_AXIS), num_envs)

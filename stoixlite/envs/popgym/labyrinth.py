@@ -249,10 +249,9 @@ class MazeEnv(Environment[MazeState]):
         blocked = state.grid[target[0], target[1]] == OBSTACLE
         return jnp.where(blocked, state.position, target)
 
-    def outcome(
-        self, state: MazeState, new_state: MazeState, new_square: jax.Array
-    ) -> tuple[jax.Array, jax.Array]:
-        """``(reward, terminated)`` of a move from ``state`` to ``new_state``."""
+    def outcome(self, new_state: MazeState, new_square: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """``(reward, terminated)`` of the step that led to ``new_state`` (``new_square``: the
+        cell it entered had not been visited before)."""
         raise NotImplementedError
 
     def step(self, state: MazeState, action: jax.Array) -> tuple[MazeState, TimeStep]:
@@ -263,7 +262,7 @@ class MazeEnv(Environment[MazeState]):
             position=position,
             timestep=state.timestep + 1,
         )
-        reward, terminated = self.outcome(state, new_state, new_square)
+        reward, terminated = self.outcome(new_state, new_square)
         truncated = (new_state.timestep == self.max_episode_length - 1) & ~terminated
         obs = self.observation(new_state.grid, position, action)
         return new_state, transition(obs, reward, terminated, truncated)

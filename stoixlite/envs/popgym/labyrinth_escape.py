@@ -30,9 +30,7 @@ class LabyrinthEscape(MazeEnv):
 
     mark_goal = True
 
-    def outcome(
-        self, state: MazeState, new_state: MazeState, new_square: jax.Array
-    ) -> tuple[jax.Array, jax.Array]:
+    def outcome(self, new_state: MazeState, new_square: jax.Array) -> tuple[jax.Array, jax.Array]:
         at_goal = new_state.grid[new_state.position[0], new_state.position[1]] == GOAL
         reward = self.neg_reward_scale + jnp.where(at_goal, 1.0, 0.0)
         return reward, at_goal

@@ -25,9 +25,7 @@ from stoixlite.envs.registry import register_env
 class LabyrinthExplore(MazeEnv):
     """JAX port of ``popgym.envs.labyrinth_explore.LabyrinthExplore`` (see module docstring)."""
 
-    def outcome(
-        self, state: MazeState, new_state: MazeState, new_square: jax.Array
-    ) -> tuple[jax.Array, jax.Array]:
+    def outcome(self, new_state: MazeState, new_square: jax.Array) -> tuple[jax.Array, jax.Array]:
         reward = jnp.where(new_square, 1.0 / new_state.free_cells, self.neg_reward_scale)
         explored_all = jnp.all((new_state.grid != OBSTACLE) == new_state.explored)
         return reward, explored_all
