@@ -26,17 +26,18 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from stoixlite.checkpointing import Checkpointer, checkpoint_dir, config_fingerprint
 from stoixlite.envs.types import Discrete
 from stoixlite.evaluation import make_evaluator
 from stoixlite.experiment import Experiment, make_env_stack
+from stoixlite.run.config import RunConfig, parse
 
 
 def load_run(
     run_dir: str | Path, checkpoint: str | int = "latest"
-) -> tuple[DictConfig, Experiment, Any, int]:
+) -> tuple[RunConfig, Experiment, Any, int]:
     """``(cfg, experiment, learner state, step)`` of a run directory's checkpoint."""
     from stoixlite.trainer import checkpoint_tree, experiment_and_programs, init_learner
 
@@ -44,26 +45,26 @@ def load_run(
     config_path = run_dir / "config.yaml"
     if not config_path.exists():
         raise FileNotFoundError(f"{config_path} not found: is {run_dir} a stoixlite run directory?")
-    cfg = OmegaConf.load(config_path)
+    cfg = parse(OmegaConf.load(config_path))
     exp, _ = experiment_and_programs(cfg)
     template = checkpoint_tree(*init_learner(exp, cfg))
-    ckpt = Checkpointer(checkpoint_dir(run_dir), config_fingerprint(cfg), read_only=True)
+    ckpt = Checkpointer(checkpoint_dir(run_dir), config_fingerprint(cfg.to_dict()), read_only=True)
     step = checkpoint if checkpoint in ("latest", "best") else int(checkpoint)
     tree, _, step = ckpt.restore(template, step)
     ckpt.close()
     return cfg, exp, tree["learner"], step
 
 
-def seed_params(cfg: DictConfig, params: Any) -> list[Any]:
+def seed_params(cfg: RunConfig, params: Any) -> list[Any]:
     """Per-seed parameter pytrees (the leading seed axis removed when ``arch.num_seeds > 1``)."""
-    num_seeds = int(cfg.arch.get("num_seeds", 1) or 1)
+    num_seeds = cfg.arch.num_seeds
     if num_seeds == 1:
         return [params]
     return [jax.tree.map(lambda x, k=k: x[k], params) for k in range(num_seeds)]
 
 
 def evaluate_port(
-    cfg: DictConfig, exp: Experiment, params: Any, episodes: int, greedy: bool, seed: int
+    cfg: RunConfig, exp: Experiment, params: Any, episodes: int, greedy: bool, seed: int
 ) -> np.ndarray:
     """Returns ``[episodes]`` of the policy on the JAX env (one episode per eval env)."""
     env = make_env_stack(cfg.env, episodes)
@@ -106,7 +107,7 @@ def port_obs_encoder(port_env: Any) -> Any:
 
 
 def evaluate_reference(
-    cfg: DictConfig, exp: Experiment, params: Any, episodes: int, greedy: bool, seed: int
+    cfg: RunConfig, exp: Experiment, params: Any, episodes: int, greedy: bool, seed: int
 ) -> np.ndarray:
     """Returns ``[episodes]`` of the JAX policy on the original popgym env (episode i reset with
     ``seed + i``), all episodes stepped in lockstep with one batched policy call per step."""
@@ -114,7 +115,7 @@ def evaluate_reference(
     port = exp.env.unwrapped
     encode = port_obs_encoder(port)
     space = exp.env.action_space
-    augment = bool(cfg.env.get("obs_augment", False))
+    augment = cfg.env.obs_augment
     envs = [cls() for _ in range(episodes)]
     obs = [env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]
 
@@ -173,9 +174,8 @@ def evaluate_run(
 ) -> list[dict[str, Any]]:
     """Evaluate every seed of a run's checkpoint; one result dict per seed (returns arrays)."""
     cfg, exp, state, step = load_run(run_dir, checkpoint)
-    seeds = [int(cfg.arch.seed) + k for k in range(int(cfg.arch.get("num_seeds", 1) or 1))]
     results = []
-    for train_seed, params in zip(seeds, seed_params(cfg, state.params), strict=True):
+    for train_seed, params in zip(cfg.arch.seeds, seed_params(cfg, state.params), strict=True):
         row: dict[str, Any] = {"checkpoint": step, "train_seed": train_seed}
         row["port"] = evaluate_port(cfg, exp, params, episodes, not sampled, seed)
         if reference:
@@ -207,7 +207,8 @@ def main(argv: list[str] | None = None) -> int:
             args.run_dir, args.episodes, args.sampled, args.reference, args.checkpoint, args.seed
         )
     except (FileNotFoundError, ValueError, RuntimeError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        for line in str(err).splitlines():
+            print(f"error: {line}", file=sys.stderr)
         return 2
     mode = "sampled" if args.sampled else "greedy"
     print(

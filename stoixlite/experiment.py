@@ -13,9 +13,8 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import optax
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from stoixlite.config import network_kwargs, ppo_config
 from stoixlite.envs.registry import make
 from stoixlite.envs.types import Environment
 from stoixlite.envs.wrappers import make_batched_env
@@ -23,29 +22,22 @@ from stoixlite.evaluation import make_evaluator
 from stoixlite.networks.actor_critic import ActorCritic
 from stoixlite.ppo.learner import make_learn_chunk, make_optimizer, make_update
 from stoixlite.ppo.types import LearnerState, PPOConfig
+from stoixlite.run.config import EnvConfig, NetworkConfig, RunConfig, parse
 
 
-def make_env_stack(env_cfg: DictConfig | dict, num_envs: int) -> Environment:
+def make_env_stack(env_cfg: EnvConfig, num_envs: int) -> Environment:
     """The vmapped, auto-resetting env stack for ``num_envs`` copies of ``env_cfg.name``."""
-    env_cfg = (
-        OmegaConf.to_container(env_cfg, resolve=True)
-        if isinstance(env_cfg, DictConfig)
-        else env_cfg
-    )
-    kwargs = dict(env_cfg.get("kwargs") or {})
-    if env_cfg.get("difficulty") is not None:
-        kwargs["difficulty"] = env_cfg["difficulty"]
-    env = make(env_cfg["name"], **kwargs)
-    return make_batched_env(env, num_envs, obs_augment=bool(env_cfg.get("obs_augment", False)))
+    kwargs = {} if env_cfg.difficulty is None else {"difficulty": env_cfg.difficulty}
+    env = make(env_cfg.name, **kwargs)
+    return make_batched_env(env, num_envs, obs_augment=env_cfg.obs_augment)
 
 
-def make_network(cfg: DictConfig, env: Environment) -> ActorCritic:
+def make_network(net: NetworkConfig, env: Environment) -> ActorCritic:
     """The actor-critic for ``env``'s action space from the ``network`` config group."""
-    net = cfg.network
     return ActorCritic(
         action_space=env.action_space,
         memory_name=net.name,
-        memory_kwargs=network_kwargs(net),
+        memory_kwargs=dict(net.memory),
         embed_size=net.embed_size,
         encoder_layers=net.encoder_layers,
         head_size=net.head_size,
@@ -59,10 +51,8 @@ def make_network(cfg: DictConfig, env: Environment) -> ActorCritic:
 class Experiment:
     """Compiled pieces of one training run (one seed)."""
 
-    cfg: DictConfig
     ppo: PPOConfig
     env: Environment
-    eval_env: Environment
     network: ActorCritic
     optimizer: optax.GradientTransformation
     learn_chunk: Callable[[LearnerState], tuple[LearnerState, dict[str, jax.Array]]]
@@ -99,12 +89,13 @@ class Experiment:
         return jax.tree.map(lambda x: jnp.array(x, copy=True), state)
 
 
-def build_experiment(cfg: DictConfig) -> Experiment:
+def build_experiment(cfg: RunConfig | DictConfig) -> Experiment:
     """Create envs, network, optimiser, the jitted learn chunk and the evaluator (uncompiled)."""
-    ppo = ppo_config(cfg)
+    cfg = parse(cfg)
+    ppo = cfg.ppo
     env = make_env_stack(cfg.env, ppo.num_envs)
     eval_env = make_env_stack(cfg.env, cfg.arch.num_eval_envs)
-    network = make_network(cfg, env)
+    network = make_network(cfg.network, env)
     optimizer = make_optimizer(ppo)
     update = make_update(
         network.apply, env, optimizer, ppo, rollout_unroll=cfg.system.rollout_unroll
@@ -119,10 +110,8 @@ def build_experiment(cfg: DictConfig) -> Experiment:
         max_steps=int(max_steps),
     )
     return Experiment(
-        cfg=cfg,
         ppo=ppo,
         env=env,
-        eval_env=eval_env,
         network=network,
         optimizer=optimizer,
         learn_chunk=make_learn_chunk(update, ppo.updates_per_chunk),

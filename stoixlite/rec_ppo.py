@@ -1,7 +1,8 @@
 """Recurrent PPO entry point: ``python -m stoixlite.rec_ppo [overrides]``.
 
 Composes the Hydra config (``configs/`` next to the package, so it works from any working
-directory), validates it before compiling anything, then runs the host loop of
+directory), parses it into the typed :class:`~stoixlite.run.config.RunConfig` (every mistake one
+line on stderr, exit code 2, before anything compiles), then runs the host loop of
 :mod:`stoixlite.trainer`: compiled learn chunks, evaluation between chunks, JSON-lines metrics,
 W&B (``logger=wandb``), checkpoints, progress bar, learning-curve plot. Returns the final mean
 evaluation return (what Hydra sweepers optimise).
@@ -26,7 +27,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from stoixlite.config import ConfigError, validate
+from stoixlite.run.config import ConfigError, RunConfig, parse
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 # `${slug:env.name}` in run directory names: "popgym/repeat_previous" -> "popgym-repeat_previous".
@@ -36,13 +37,7 @@ if not OmegaConf.has_resolver("slug"):
 log = logging.getLogger("stoixlite")
 
 
-def run_name(cfg: DictConfig) -> str:
-    from stoixlite.trainer import run_name as name
-
-    return name(cfg)
-
-
-def train(cfg: DictConfig, run_dir: Path, resume: bool = False) -> float:
+def train(cfg: RunConfig | DictConfig, run_dir: Path, resume: bool = False) -> float:
     """Train one agent as configured, writing outputs to ``run_dir``; returns the final eval
     return (see :func:`stoixlite.trainer.train`)."""
     from stoixlite.trainer import train as run
@@ -75,13 +70,13 @@ def main(cfg: DictConfig) -> float:
         if resume:
             run_dir = Path(str(resume)).expanduser().resolve()
             cfg = resume_config(cfg, run_dir, list(hydra_cfg.overrides.task))
-        validate(cfg)
-        return train(cfg, run_dir, resume=bool(resume))
+        return train(parse(cfg), run_dir, resume=bool(resume))
     except (ConfigError, CheckpointMismatchError, FileNotFoundError) as err:
         if multirun:
             return _job_failed(run_dir, f"{type(err).__name__}: {err}\n")
         kind = "config error" if isinstance(err, ConfigError) else "error"
-        print(f"{kind}: {err}", file=sys.stderr)
+        for line in str(err).splitlines():
+            print(f"{kind}: {line}", file=sys.stderr)
         sys.exit(2)
     except Exception:
         if not multirun:

@@ -42,13 +42,13 @@ from omegaconf import DictConfig, OmegaConf
 from stoixlite.checkpointing import Checkpointer, checkpoint_dir, config_fingerprint
 from stoixlite.experiment import Experiment, build_experiment
 from stoixlite.metrics import JsonlWriter, summarize_chunk, summarize_eval
+from stoixlite.run.config import LoggerConfig, RunConfig, parse
 
 log = logging.getLogger(__name__)
 
 METRICS_FILE = "metrics.jsonl"
 PER_SEED_FILE = "metrics_per_seed.jsonl"
 SEED_STD_KEYS = ("eval/episode_return", "train/episode_return")
-CHECKPOINT_DEFAULTS = {"enabled": True, "every": 1, "keep_last": 2, "keep_best": True}
 
 
 class TrainingInterrupted(SystemExit):
@@ -70,18 +70,9 @@ class TrainingInterrupted(SystemExit):
 # --------------------------------------------------------------------------------------------
 
 
-def num_seeds(cfg: DictConfig) -> int:
-    return int(OmegaConf.select(cfg, "arch.num_seeds", default=1) or 1)
-
-
-def train_seeds(cfg: DictConfig) -> list[int]:
-    """The seeds trained by this run: ``arch.seed + k`` for ``k < arch.num_seeds``."""
-    return [int(cfg.arch.seed) + k for k in range(num_seeds(cfg))]
-
-
-def init_learner(exp: Experiment, cfg: DictConfig) -> tuple[Any, jax.Array]:
+def init_learner(exp: Experiment, cfg: RunConfig | DictConfig) -> tuple[Any, jax.Array]:
     """Initial learner state and host PRNG key (with a leading seed axis when S > 1)."""
-    pairs = [jax.random.split(jax.random.PRNGKey(seed)) for seed in train_seeds(cfg)]
+    pairs = [jax.random.split(jax.random.PRNGKey(seed)) for seed in parse(cfg).arch.seeds]
     if len(pairs) == 1:
         key, init_key = pairs[0]
         return exp.init_state(init_key), key
@@ -131,22 +122,23 @@ _PROGRAM_CACHE: OrderedDict[str, tuple[Experiment, Programs]] = OrderedDict()
 _PROGRAM_CACHE_SIZE = 2
 
 
-def _compile_key(cfg: DictConfig) -> str:
-    container = OmegaConf.to_container(cfg, resolve=True)
-    for key in ("logger", "checkpoint", "resume", "hydra"):
+def _compile_key(cfg: RunConfig) -> str:
+    container = cfg.to_dict()
+    for key in ("logger", "checkpoint", "resume"):
         container.pop(key, None)
-    container.get("arch", {}).pop("seed", None)
+    container["arch"].pop("seed", None)
     return json.dumps(container, sort_keys=True, default=str)
 
 
-def experiment_and_programs(cfg: DictConfig) -> tuple[Experiment, Programs]:
+def experiment_and_programs(cfg: RunConfig | DictConfig) -> tuple[Experiment, Programs]:
     """``build_experiment(cfg)`` and its host-loop programs, cached for recent configs."""
+    cfg = parse(cfg)
     key = _compile_key(cfg)
     if key in _PROGRAM_CACHE:
         _PROGRAM_CACHE.move_to_end(key)
         return _PROGRAM_CACHE[key]
     exp = build_experiment(cfg)
-    entry = (exp, make_programs(exp, num_seeds(cfg)))
+    entry = (exp, make_programs(exp, cfg.arch.num_seeds))
     _PROGRAM_CACHE[key] = entry
     while len(_PROGRAM_CACHE) > _PROGRAM_CACHE_SIZE:
         _PROGRAM_CACHE.popitem(last=False)
@@ -246,12 +238,6 @@ def truncate_jsonl(path: Path, keep: int) -> None:
     path.write_text("".join(line + "\n" for line in lines[:keep]), encoding="utf-8")
 
 
-def checkpoint_settings(cfg: DictConfig) -> dict[str, Any]:
-    section = OmegaConf.select(cfg, "checkpoint", default=None)
-    given = OmegaConf.to_container(section, resolve=True) if section is not None else {}
-    return {**CHECKPOINT_DEFAULTS, **(given or {})}
-
-
 def resume_config(composed: DictConfig, run_dir: Path, overrides: list[str]) -> DictConfig:
     """The config of ``resume=<run_dir>``: the run's saved ``config.yaml`` with the values of
     the other command-line ``overrides`` taken from the ``composed`` config (a group override
@@ -270,22 +256,12 @@ def resume_config(composed: DictConfig, run_dir: Path, overrides: list[str]) -> 
     return cfg
 
 
-def run_name(cfg: DictConfig) -> str:
-    seeds = train_seeds(cfg)
-    seed = str(seeds[0]) if len(seeds) == 1 else f"{seeds[0]}..{seeds[-1]}"
-    return f"{cfg.env.name}[{cfg.env.difficulty or '-'}] {cfg.network.name} seed={seed}"
-
-
-def _make_wandb(cfg: DictConfig, run_dir: Path, resume: bool) -> Any:
-    section = OmegaConf.select(cfg, "logger.wandb", default=None)
-    if section is None:
+def _make_wandb(cfg: RunConfig, run_dir: Path, resume: bool) -> Any:
+    if cfg.logger.wandb is None:
         return None
     from stoixlite.wandb_logger import from_config
 
-    config = OmegaConf.to_container(cfg, resolve=True)
-    return from_config(
-        OmegaConf.to_container(section, resolve=True), config, run_dir, run_name(cfg), resume
-    )
+    return from_config(cfg.logger.wandb, cfg.to_dict(), run_dir, cfg.name, resume)
 
 
 # --------------------------------------------------------------------------------------------
@@ -294,7 +270,7 @@ def _make_wandb(cfg: DictConfig, run_dir: Path, resume: bool) -> Any:
 
 
 def train(
-    cfg: DictConfig,
+    cfg: RunConfig | DictConfig,
     run_dir: str | Path,
     resume: bool = False,
     on_chunk_end: Callable[[int, dict[str, float]], None] | None = None,
@@ -308,16 +284,17 @@ def train(
     from stoixlite.plotting import plot_learning_curve
     from stoixlite.progress import TrainingProgress
 
+    cfg = parse(cfg)
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
-    seeds = num_seeds(cfg)
+    seeds = cfg.arch.num_seeds
     exp, programs = experiment_and_programs(cfg)
     state, key = init_learner(exp, cfg)
-    ck = checkpoint_settings(cfg)
+    ck = cfg.checkpoint
     ckpt = None
-    if ck["enabled"] or resume:
+    if ck.enabled or resume:
         ckpt = Checkpointer(
-            checkpoint_dir(run_dir), config_fingerprint(cfg), ck["keep_last"], ck["keep_best"]
+            checkpoint_dir(run_dir), config_fingerprint(cfg.to_dict()), ck.keep_last, ck.keep_best
         )
     host = HostState()
     if resume:
@@ -327,7 +304,9 @@ def train(
         truncate_jsonl(run_dir / METRICS_FILE, host.logger_step)
         truncate_jsonl(run_dir / PER_SEED_FILE, host.logger_step * seeds)
         print(f"resuming {run_dir} from checkpoint {step} (chunk {host.chunk})")
-    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg.to_dict()))
+    if cfg.budget_note():
+        print(cfg.budget_note())
 
     start = time.perf_counter()
     if programs.compiled_learn is None:
@@ -345,7 +324,7 @@ def train(
     try:
         with (
             StopRequest() as stop,
-            TrainingProgress(total_steps, run_name(cfg), enabled=logs.progress) as progress,
+            TrainingProgress(total_steps, cfg.name, enabled=logs.progress) as progress,
         ):
             progress.update(exp.steps_per_chunk * host.chunk, {})
             for chunk in range(host.chunk, num_chunks):
@@ -365,7 +344,7 @@ def train(
                     "time/elapsed_s": host.elapsed_s + time.perf_counter() - start,
                     "time/compile_s": compile_s,
                 }
-                _log(record, per_seed, step, train_seeds(cfg), writer, seed_writer, wandb, logs)
+                _log(record, per_seed, step, cfg.arch.seeds, writer, seed_writer, wandb, logs)
                 progress.update(step, record)
                 host.chunk, host.logger_step = chunk + 1, host.logger_step + 1
                 ret = record["eval/episode_return"]
@@ -377,8 +356,7 @@ def train(
                     on_chunk_end(chunk, record)
                 last = host.chunk == num_chunks
                 if ckpt is not None and (
-                    (ck["enabled"] and (host.chunk % ck["every"] == 0 or last))
-                    or stop.signum is not None
+                    (ck.enabled and (host.chunk % ck.every == 0 or last)) or stop.signum is not None
                 ):
                     _save(ckpt, host, state, key, ret, start)
                 if stop.signum is not None and not last:
@@ -397,7 +375,7 @@ def train(
     if not record:  # resumed a finished run: report its last record
         record = _last_record(run_dir)
     if writer is not None and logs.plot:
-        plot_learning_curve(run_dir / METRICS_FILE, run_dir / "learning_curve.png", run_name(cfg))
+        plot_learning_curve(run_dir / METRICS_FILE, run_dir / "learning_curve.png", cfg.name)
     final = float(record.get("eval/episode_return", math.nan))
     print(
         f"final eval return {final:.4f} after {total_steps} steps "
@@ -414,7 +392,7 @@ def _log(
     writer: JsonlWriter | None,
     seed_writer: JsonlWriter | None,
     wandb: Any,
-    logs: DictConfig,
+    logs: LoggerConfig,
 ) -> None:
     if writer is not None:
         writer.log(record)
@@ -423,7 +401,7 @@ def _log(
             seed_writer.log({"step": step, "seed": seed, **seed_record})
     if wandb is not None:
         data = dict(record)
-        if per_seed and OmegaConf.select(logs, "wandb.per_seed", default=True):
+        if per_seed and logs.wandb is not None and logs.wandb.per_seed:
             for k, seed_record in enumerate(per_seed):
                 data.update({f"seed_{k}/{name}": v for name, v in seed_record.items()})
         wandb.log(data, step)

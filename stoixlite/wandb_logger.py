@@ -23,8 +23,11 @@ import netrc
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
+
+if TYPE_CHECKING:
+    from stoixlite.run.config import WandbConfig
 
 log = logging.getLogger(__name__)
 
@@ -214,24 +217,23 @@ class WandbLogger:
 
 
 def from_config(
-    logger_cfg: Mapping[str, Any],
+    section: WandbConfig,
     config: Mapping[str, Any],
     run_dir: str | Path,
     default_name: str | None = None,
     resume: bool = False,
 ) -> WandbLogger:
-    """Build a :class:`WandbLogger` from the ``logger.wandb`` config section."""
-    w = dict(logger_cfg or {})
+    """Build a :class:`WandbLogger` from the parsed ``logger.wandb`` section."""
     return WandbLogger(
         config=config,
         run_dir=run_dir,
-        project=w.get("project") or "stoixlite",
-        entity=w.get("entity"),
-        group=w.get("group") or default_group(),
-        tags=tuple(w.get("tags") or ()),
-        name=w.get("name") or default_name,
-        mode=w.get("mode") or "auto",
-        init_timeout=float(w.get("init_timeout") or 30.0),
-        dir=w.get("dir"),
+        project=section.project,
+        entity=section.entity,
+        group=section.group or default_group(),
+        tags=section.tags,
+        name=section.name or default_name,
+        mode=section.mode,
+        init_timeout=section.init_timeout,
+        dir=section.dir,
         resume=resume,
     )

@@ -8,11 +8,11 @@ import sys
 import pytest
 from conftest import compose_config
 
-from stoixlite.config import ConfigError, validate
+from stoixlite.run.config import ConfigError, parse
 
 
 def test_default_config_is_valid():
-    validate(compose_config([]))
+    parse(compose_config([]))
 
 
 @pytest.mark.parametrize(
@@ -37,7 +37,7 @@ def test_default_config_is_valid():
 )
 def test_bad_values_raise_one_line(override, key, hint):
     with pytest.raises(ConfigError) as err:
-        validate(compose_config([override]))
+        parse(compose_config([override]))
     message = str(err.value)
     assert "\n" not in message
     assert message.startswith(key + "="), message
@@ -46,7 +46,7 @@ def test_bad_values_raise_one_line(override, key, hint):
 
 def test_gymnax_env_rejects_difficulty():
     with pytest.raises(ConfigError, match="env.difficulty"):
-        validate(compose_config(["env=gymnax/CartPole-v1", "env.difficulty=hard"]))
+        parse(compose_config(["env=gymnax/CartPole-v1", "env.difficulty=hard"]))
 
 
 def test_cli_prints_single_line_and_exits_nonzero(tmp_path):
@@ -71,3 +71,60 @@ def test_cli_prints_single_line_and_exits_nonzero(tmp_path):
     )
     assert "Traceback" not in proc.stdout + proc.stderr
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
+
+
+@pytest.mark.parametrize(
+    ("override", "key", "hint"),
+    [
+        ("env.obs_augment=no", "env.obs_augment", "true or false"),
+        ("env.obs_augment='False'", "env.obs_augment", "true or false"),
+        ("arch.seed=1.5", "arch.seed", "integer"),
+        ("+arch.num_seed=2", "arch.num_seed", "did you mean arch.num_seeds?"),
+        ("+system.burnin=2", "system.burnin", "unknown key"),
+        ("+lerning_rate=1", "lerning_rate", "unknown key"),
+        ("+network.hiden_size=8", "network.hiden_size", "did you mean network.hidden_size?"),
+        ("network=lru network.num_layers=1.5", "network.num_layers", "integer"),
+        ("network=lru network.scan=parallel", "network.scan", "associative"),
+        ("logger=wandb logger.wandb.mode=loud", "logger.wandb.mode", "offline"),
+        ("logger.plot=1", "logger.plot", "true or false"),
+    ],
+)
+def test_strict_parsing(override, key, hint):
+    with pytest.raises(ConfigError) as err:
+        parse(compose_config(override.split()))
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith(key + "="), message
+    assert hint in message, message
+
+
+def test_integral_floats_are_integers():
+    run = parse(compose_config(["arch.total_timesteps=5e6", "arch.num_envs=64.0"]))
+    assert run.arch.total_timesteps == 5_000_000 and isinstance(run.arch.total_timesteps, int)
+    assert run.arch.num_envs == 64 and isinstance(run.arch.num_envs, int)
+
+
+def test_every_error_is_reported_on_its_own_line():
+    with pytest.raises(ConfigError) as err:
+        parse(compose_config(["system.lr=-1", "env.obs_augment=no", "+arch.sead=3"]))
+    assert sorted(line.split("=")[0] for line in err.value.errors) == [
+        "arch.sead",
+        "env.obs_augment",
+        "system.lr",
+    ]
+    assert str(err.value).splitlines() == err.value.errors
+
+
+def test_budget_that_does_not_divide_says_what_runs():
+    # 300,000 steps of 64 envs x 128 steps = 36 whole updates; 20 chunks of 1 update run.
+    run = parse(compose_config(["arch.total_timesteps=300000"]))
+    assert run.total_steps == 20 * 64 * 128 == run.ppo.num_updates * run.steps_per_update
+    note = run.budget_note()
+    assert note is not None and "300000" in note and str(run.total_steps) in note
+    assert parse(compose_config(["arch.total_timesteps=163840"])).budget_note() is None
+
+
+def test_network_config_keeps_memory_keys_typed_and_round_trips():
+    run = parse(compose_config(["network=lru", "network.r_min=1"]))
+    assert run.network.memory["r_min"] == 1.0 and isinstance(run.network.memory["r_min"], float)
+    assert parse(run.to_dict()) == run

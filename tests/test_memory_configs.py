@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from stoixlite.config import ACTOR_CRITIC_KEYS
 from stoixlite.networks.memory import available_memories, build_memory, memory_fields
+from stoixlite.run.config import ACTOR_CRITIC_KEYS
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs" / "network"
 # Keys every network config has: those the actor-critic reads, plus the memory width.

@@ -10,6 +10,7 @@ from omegaconf import OmegaConf
 from wandb_reader import read_run
 
 from stoixlite import wandb_logger
+from stoixlite.run.config import parse
 from stoixlite.wandb_logger import RUN_ID_FILE, WandbLogger, from_config
 
 
@@ -25,7 +26,7 @@ def offline_env(monkeypatch, tmp_path):
 def test_offline_run_has_config_metrics_summary(tmp_path):
     cfg = compose_config(["logger=wandb", "logger.wandb.tags=[a,b]", "logger.wandb.group=g"])
     config = OmegaConf.to_container(cfg, resolve=True)
-    logger = from_config(cfg.logger.wandb, config, tmp_path / "run", default_name="my run")
+    logger = from_config(parse(cfg).logger.wandb, config, tmp_path / "run", default_name="my run")
     assert logger.mode == "offline" and logger.active
     records = [
         {"step": 256, "update": 1, "eval/episode_return": 0.25, "train/sps": 1e3},

@@ -25,12 +25,12 @@ from stoixlite.envs.types import Box, Discrete, Space
 from stoixlite.networks.distributions import Categorical, Gaussian
 from stoixlite.networks.memory import build_memory
 
-_ACTIVATIONS = {"relu": nn.relu, "tanh": nn.tanh, "gelu": nn.gelu, "silu": nn.silu, "elu": nn.elu}
+ACTIVATIONS = {"relu": nn.relu, "tanh": nn.tanh, "gelu": nn.gelu, "silu": nn.silu, "elu": nn.elu}
 
 
 def activation_fn(name: str):
     """The activation function called ``name`` (one of relu, tanh, gelu, silu, elu)."""
-    return _ACTIVATIONS[name]
+    return ACTIVATIONS[name]
 
 
 class MLP(nn.Module):

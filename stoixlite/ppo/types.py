@@ -48,7 +48,7 @@ class Transition:
 
 @dataclass(frozen=True)
 class PPOConfig:
-    """Static PPO hyperparameters (validated by ``stoixlite.config``)."""
+    """Static PPO hyperparameters (parsed by ``stoixlite.run.config``)."""
 
     num_envs: int
     rollout_length: int

@@ -1,0 +1,1 @@
+"""The host side of a training run: the typed config, building a run, the host loop."""

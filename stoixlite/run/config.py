@@ -1,0 +1,518 @@
+"""The typed run config: the composed Hydra config, parsed once at the boundary.
+
+``parse(cfg) -> RunConfig`` turns the composed config (a ``DictConfig`` or plain mapping) into
+frozen dataclasses, one per group (``arch``, ``system``, ``network``, ``env``, ``logger``,
+``checkpoint``). Every module below the entry points takes these typed pieces; nothing else reads
+a ``DictConfig``. Parsing is strict and reports every mistake before anything compiles, one line
+per error (:class:`ConfigError`), each ``<key>=<value> is invalid: <what is allowed>``:
+
+* booleans accept only ``true``/``false`` (``env.obs_augment=no`` is an error);
+* integers accept integral floats and scientific notation (``arch.total_timesteps=5e6``) and
+  refuse fractions (``arch.seed=1.5``);
+* an unknown key (also a ``+key`` override) is an error naming the nearest valid key;
+* allowed values come from their owners (the env and memory registries, the activation table,
+  the scan strategies, the W&B modes), never from a list kept here.
+
+Adding a key is one line in one dataclass: a typed field, with :func:`rule` for its constraint
+and a default when configs written before the key existed should still parse (e.g.
+``burn_in: int = rule(AT_LEAST_0, default=0)`` in :class:`SystemConfig`). The ``network`` group
+is flat in YAML: the actor-critic's keys are the fields of :class:`NetworkConfig`, every other key
+belongs to the memory model and is typed by that model's own dataclass fields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+import types
+import typing
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from stoixlite.ppo.types import PPOConfig
+
+
+class ConfigError(ValueError):
+    """Configuration mistakes, one line each (``str`` joins them with newlines)."""
+
+    def __init__(self, errors: Sequence[str]):
+        self.errors = list(errors)
+        super().__init__("\n".join(self.errors))
+
+
+# --------------------------------------------------------------------------------------------
+# Rules: what a field allows
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A field's constraint: ``ok(value)`` on the converted value, ``allowed`` says it in words
+    (a callable for lists owned elsewhere, read only when an error is reported)."""
+
+    allowed: str | Callable[[], str]
+    ok: Callable[[Any], bool] = lambda value: True
+
+    def describe(self) -> str:
+        return self.allowed if isinstance(self.allowed, str) else self.allowed()
+
+
+def rule(check: Rule, default: Any = dataclasses.MISSING) -> Any:
+    """A dataclass field checked by ``check`` (with an optional default)."""
+    return field(default=default, metadata={"rule": check})
+
+
+def choice(options: Callable[[], Sequence[Any]]) -> Rule:
+    """One of ``options()`` (asked of the owner of the list when checked)."""
+    return Rule(lambda: f"choose one of {list(options())}", lambda value: value in options())
+
+
+def number_in(low: float, high: float, low_open: bool = False) -> Rule:
+    bracket = "(" if low_open else "["
+    return Rule(
+        f"must be a number in {bracket}{float(low)}, {float(high)}]",
+        lambda v: (v > low if low_open else v >= low) and v <= high,
+    )
+
+
+POSITIVE_INT = Rule("must be a positive integer", lambda v: v > 0)
+NON_NEGATIVE_INT = Rule("must be an integer >= 0", lambda v: v >= 0)
+POSITIVE = number_in(0.0, math.inf, low_open=True)
+NON_NEGATIVE = number_in(0.0, math.inf)
+
+
+def _env_names() -> list[str]:
+    from stoixlite.envs.registry import available_envs
+
+    return available_envs()
+
+
+def _memory_names() -> list[str]:
+    from stoixlite.networks.memory import available_memories
+
+    return available_memories()
+
+
+def _activations() -> list[str]:
+    from stoixlite.networks.actor_critic import ACTIVATIONS
+
+    return list(ACTIVATIONS)
+
+
+def _scan_strategies() -> list[str]:
+    from stoixlite.networks.memory.scan import STRATEGIES
+
+    return list(STRATEGIES)
+
+
+def _wandb_modes() -> list[str]:
+    from stoixlite.wandb_logger import MODES
+
+    return list(MODES)
+
+
+# --------------------------------------------------------------------------------------------
+# The groups
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArchConfig:
+    """Budget, seeds and evaluation (``configs/arch``)."""
+
+    seed: int
+    num_seeds: int = rule(POSITIVE_INT, default=1)  # seeds trained together: seed, seed + 1, ...
+    total_timesteps: int = rule(POSITIVE_INT)
+    num_envs: int = rule(POSITIVE_INT)
+    num_evaluations: int = rule(POSITIVE_INT)
+    num_eval_envs: int = rule(POSITIVE_INT)
+    eval_greedy: bool
+    eval_max_steps: int = rule(POSITIVE_INT)
+
+    @property
+    def seeds(self) -> list[int]:
+        """The seeds of the run: ``seed + k`` for ``k < num_seeds``."""
+        return [self.seed + k for k in range(self.num_seeds)]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SystemConfig:
+    """The PPO hyperparameters (``configs/system``); with the arch budget they make a
+    :class:`~stoixlite.ppo.types.PPOConfig`."""
+
+    rollout_length: int = rule(POSITIVE_INT)
+    epochs: int = rule(POSITIVE_INT)
+    num_minibatches: int = rule(POSITIVE_INT)
+    bptt_length: int = rule(NON_NEGATIVE_INT)
+    gamma: float = rule(number_in(0.0, 1.0, low_open=True))
+    gae_lambda: float = rule(number_in(0.0, 1.0))
+    clip_eps: float = rule(POSITIVE)
+    value_clip_eps: float = rule(NON_NEGATIVE)
+    vf_coef: float = rule(NON_NEGATIVE)
+    ent_coef: float = rule(NON_NEGATIVE)
+    lr: float = rule(POSITIVE)
+    anneal_lr: bool
+    max_grad_norm: float = rule(POSITIVE)
+    adam_eps: float = rule(POSITIVE)
+    normalize_advantages: bool
+    rollout_unroll: int = rule(POSITIVE_INT, default=1)
+
+
+@dataclass(frozen=True, kw_only=True)
+class NetworkConfig:
+    """The actor-critic (``configs/network``): its own keys, plus ``memory``, the memory model's
+    keyword arguments (every other key of the group, typed by the model's dataclass fields)."""
+
+    name: str = rule(choice(_memory_names))
+    embed_size: int = rule(POSITIVE_INT)
+    encoder_layers: int = rule(NON_NEGATIVE_INT)
+    head_size: int = rule(POSITIVE_INT)
+    head_layers: int = rule(NON_NEGATIVE_INT)
+    activation: str = rule(choice(_activations))
+    shared_memory: bool
+    memory: Mapping[str, Any] = field(default_factory=dict)
+
+
+# Keys of the `network` group read by the actor-critic; every other key is the memory model's.
+ACTOR_CRITIC_KEYS = tuple(f.name for f in dataclasses.fields(NetworkConfig) if f.name != "memory")
+# Memory keys checked beyond their type (every model has a width).
+_MEMORY_RULES = {"hidden_size": POSITIVE_INT, "scan": choice(_scan_strategies)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class EnvConfig:
+    """The environment (``configs/env``): a registered name and, for envs with difficulty levels,
+    the level."""
+
+    name: str = rule(choice(_env_names))
+    difficulty: str | None = None
+    obs_augment: bool
+
+
+@dataclass(frozen=True, kw_only=True)
+class WandbConfig:
+    """``logger.wandb`` (``configs/logger/wandb.yaml``); ``None`` fields take W&B's defaults."""
+
+    project: str = "stoixlite"
+    entity: str | None = None
+    group: str | None = None  # None: the Hydra sweep directory in a multirun
+    tags: tuple[str, ...] = ()
+    name: str | None = None  # None: the run name
+    mode: str = rule(choice(_wandb_modes), default="auto")
+    init_timeout: float = rule(POSITIVE, default=15.0)
+    dir: str | None = None
+    per_seed: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class LoggerConfig:
+    """Local outputs (``configs/logger``) and, when present, W&B."""
+
+    progress: bool
+    jsonl: bool
+    plot: bool
+    wandb: WandbConfig | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class CheckpointConfig:
+    """Orbax checkpoints (``configs/checkpoint``; all defaults when the group is absent)."""
+
+    enabled: bool = True
+    every: int = rule(POSITIVE_INT, default=1)
+    keep_last: int = rule(POSITIVE_INT, default=2)
+    keep_best: bool = True
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunConfig:
+    """A whole run, parsed and checked."""
+
+    arch: ArchConfig
+    system: SystemConfig
+    network: NetworkConfig
+    env: EnvConfig
+    logger: LoggerConfig
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    resume: str | None = None
+
+    @property
+    def steps_per_update(self) -> int:
+        return self.arch.num_envs * self.system.rollout_length
+
+    @property
+    def ppo(self) -> PPOConfig:
+        """The static PPO config; updates are split evenly into ``arch.num_evaluations`` chunks."""
+        num_updates = self.arch.total_timesteps // self.steps_per_update
+        updates_per_chunk = max(1, num_updates // self.arch.num_evaluations)
+        given = {f.name: getattr(self.system, f.name) for f in dataclasses.fields(self.system)}
+        return PPOConfig(
+            **{f.name: given[f.name] for f in dataclasses.fields(PPOConfig) if f.name in given},
+            num_envs=self.arch.num_envs,
+            num_updates=updates_per_chunk * self.arch.num_evaluations,
+            updates_per_chunk=updates_per_chunk,
+        )
+
+    @property
+    def total_steps(self) -> int:
+        """Environment steps the run actually trains: whole updates in whole chunks."""
+        return self.ppo.num_updates * self.steps_per_update
+
+    def budget_note(self) -> str | None:
+        """One line when ``arch.total_timesteps`` does not divide into whole updates and chunks
+        (the run then trains :attr:`total_steps`), else ``None``."""
+        if self.total_steps == self.arch.total_timesteps:
+            return None
+        ppo = self.ppo
+        return (
+            f"arch.total_timesteps={self.arch.total_timesteps} runs {self.total_steps} steps: "
+            f"{self.arch.num_evaluations} chunks x {ppo.updates_per_chunk} updates x "
+            f"{self.steps_per_update} steps (arch.num_envs x system.rollout_length)"
+        )
+
+    @property
+    def name(self) -> str:
+        """``"<env>[<difficulty>] <network> seed=<seed or first..last>"``."""
+        seeds = self.arch.seeds
+        seed = str(seeds[0]) if len(seeds) == 1 else f"{seeds[0]}..{seeds[-1]}"
+        return f"{self.env.name}[{self.env.difficulty or '-'}] {self.network.name} seed={seed}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """The plain nested dict of the config as YAML writes it (``network`` flat again)."""
+        out = dataclasses.asdict(self)
+        network = out["network"]
+        network.update(network.pop("memory"))
+        if out["logger"]["wandb"] is not None:
+            out["logger"]["wandb"]["tags"] = list(out["logger"]["wandb"]["tags"])
+        else:
+            del out["logger"]["wandb"]
+        return out
+
+
+# --------------------------------------------------------------------------------------------
+# Parsing
+# --------------------------------------------------------------------------------------------
+
+
+class _Errors(list):
+    def add(self, path: str, value: Any, allowed: str) -> None:
+        self.append(f"{path}={value!r} is invalid: {allowed}")
+
+
+def _nearest(key: str, valid: Sequence[str]) -> str | None:
+    close = difflib.get_close_matches(key, list(valid), n=1, cutoff=0.5)
+    return close[0] if close else None
+
+
+def _unknown(errors: _Errors, prefix: str, key: str, value: Any, valid: Sequence[str]) -> None:
+    near = _nearest(key, valid)
+    hint = f"did you mean {prefix}{near}?" if near else f"valid keys: {sorted(valid)}"
+    errors.add(f"{prefix}{key}", value, f"unknown key ({hint})")
+
+
+def _type_words(tp: Any) -> str:
+    if tp is bool:
+        return "must be true or false"
+    if tp is int:
+        return "must be an integer"
+    if tp is float:
+        return "must be a number"
+    if tp is str:
+        return "must be a string"
+    return f"must be {getattr(tp, '__name__', tp)}"
+
+
+def _convert(tp: Any, value: Any) -> tuple[bool, Any]:
+    """``(ok, converted)`` for ``value`` read as type ``tp`` (strict, see the module doc)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return True, None
+        for arg in args:
+            if arg is not type(None):
+                ok, out = _convert(arg, value)
+                if ok:
+                    return True, out
+        return False, value
+    if tp is bool:
+        return isinstance(value, bool), value
+    if isinstance(value, bool):
+        return False, value
+    if tp is int:
+        if isinstance(value, int):
+            return True, value
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            return True, int(value)
+        return False, value
+    if tp is float:
+        ok = isinstance(value, (int, float))
+        return ok, float(value) if ok else value
+    if tp is str:
+        return isinstance(value, str), value
+    if origin is tuple:
+        ok = isinstance(value, (list, tuple)) and all(_convert(args[0], v)[0] for v in value)
+        return ok, tuple(value) if ok else value
+    return True, value  # Any, Mapping: taken as given
+
+
+def _field_value(errors: _Errors, path: str, tp: Any, value: Any, check: Rule | None) -> Any:
+    ok, out = _convert(tp, value)
+    if ok and check is not None and out is not None:
+        ok = check.ok(out)
+    if not ok:
+        errors.add(path, value, check.describe() if check is not None else _type_words(tp))
+    return out
+
+
+def _section(errors: _Errors, cls: type, given: Any, prefix: str, skip: Sequence[str] = ()) -> Any:
+    """Parse ``given`` (a mapping) into dataclass ``cls``; ``None`` when it has errors."""
+    if not isinstance(given, Mapping):
+        errors.add(prefix.rstrip("."), given, "config group is missing")
+        return None
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.name not in skip}
+    before = len(errors)
+    values: dict[str, Any] = {}
+    for key, value in given.items():
+        if key not in fields:
+            _unknown(errors, prefix, str(key), value, list(fields))
+            continue
+        tp = hints[key]
+        if dataclasses.is_dataclass(tp) or _optional_dataclass(tp):
+            inner = _optional_dataclass(tp) or tp
+            values[key] = (
+                None if value is None else _section(errors, inner, value, f"{prefix}{key}.")
+            )
+            continue
+        values[key] = _field_value(
+            errors, prefix + key, tp, value, fields[key].metadata.get("rule")
+        )
+    for key, f in fields.items():
+        missing = f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        if key not in values and missing and not any(e.startswith(prefix + key) for e in errors):
+            check = f.metadata.get("rule")
+            words = check.describe() if check is not None else _type_words(hints[key])
+            errors.append(f"{prefix}{key} is missing: {words}")
+    return cls(**values) if len(errors) == before else None
+
+
+def _optional_dataclass(tp: Any) -> type | None:
+    args = [a for a in typing.get_args(tp) if a is not type(None)]
+    return args[0] if len(args) == 1 and dataclasses.is_dataclass(args[0]) else None
+
+
+def _memory_section(errors: _Errors, name: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    """The memory model's keyword arguments, typed by its dataclass fields."""
+    from stoixlite.networks.memory import memory_class, memory_fields
+
+    cls = memory_class(name)
+    accepted = memory_fields(name)
+    hints = typing.get_type_hints(cls)
+    out = {}
+    for key, value in given.items():
+        if key not in accepted:
+            near = _nearest(key, sorted(accepted) + list(ACTOR_CRITIC_KEYS))
+            hint = f"did you mean network.{near}?" if near else f"accepted: {sorted(accepted)}"
+            errors.add(
+                f"network.{key}",
+                value,
+                f"not a parameter of memory model {name!r} or the actor-critic ({hint})",
+            )
+            continue
+        out[key] = _field_value(
+            errors, f"network.{key}", hints.get(key, Any), value, _MEMORY_RULES.get(key)
+        )
+    return out
+
+
+def _network(errors: _Errors, given: Any) -> NetworkConfig | None:
+    if not isinstance(given, Mapping):
+        errors.add("network", given, "config group is missing")
+        return None
+    own = {k: v for k, v in given.items() if k in ACTOR_CRITIC_KEYS}
+    net = _section(errors, NetworkConfig, own, "network.", skip=("memory",))
+    if net is None or net.name not in _memory_names():
+        return None
+    memory = _memory_section(errors, net.name, {k: v for k, v in given.items() if k not in own})
+    return dataclasses.replace(net, memory=memory)
+
+
+def _check_env(errors: _Errors, env: EnvConfig) -> None:
+    from stoixlite.envs.popgym import DIFFICULTIES
+
+    levels = DIFFICULTIES if env.name.startswith("popgym/") else ()
+    if levels and env.difficulty not in levels:
+        errors.add("env.difficulty", env.difficulty, f"choose one of {list(levels)}")
+    elif not levels and env.difficulty is not None:
+        errors.add(
+            "env.difficulty", env.difficulty, f"{env.name} has no difficulty levels (use null)"
+        )
+
+
+def _check_budget(errors: _Errors, run: RunConfig) -> None:
+    """Checks across keys (run only when every key is valid on its own)."""
+    arch, system = run.arch, run.system
+    if arch.num_envs % system.num_minibatches:
+        errors.add(
+            "system.num_minibatches",
+            system.num_minibatches,
+            f"must divide arch.num_envs={arch.num_envs}",
+        )
+    bptt = system.bptt_length
+    if bptt and system.rollout_length % bptt:
+        errors.add(
+            "system.bptt_length",
+            bptt,
+            f"must be 0 (whole rollout) or a divisor of system.rollout_length="
+            f"{system.rollout_length}",
+        )
+    if arch.total_timesteps // run.steps_per_update < arch.num_evaluations:
+        errors.add(
+            "arch.total_timesteps",
+            arch.total_timesteps,
+            f"must be at least arch.num_evaluations x num_envs x rollout_length = "
+            f"{arch.num_evaluations * run.steps_per_update}",
+        )
+
+
+_GROUPS = {
+    "arch": ArchConfig,
+    "system": SystemConfig,
+    "env": EnvConfig,
+    "logger": LoggerConfig,
+    "checkpoint": CheckpointConfig,
+}
+
+
+def parse(cfg: DictConfig | Mapping[str, Any] | RunConfig) -> RunConfig:
+    """The typed, checked :class:`RunConfig` of a composed config (a ``RunConfig`` is returned
+    as it is). Raises :class:`ConfigError` listing every mistake, one line each."""
+    if isinstance(cfg, RunConfig):
+        return cfg
+    given = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
+    errors = _Errors()
+    top = [f.name for f in dataclasses.fields(RunConfig)]
+    for key in given:
+        if key not in top:
+            _unknown(errors, "", str(key), given[key], top)
+    parts: dict[str, Any] = {}
+    for key, cls in _GROUPS.items():
+        if key == "checkpoint" and given.get(key) is None:
+            continue
+        parts[key] = _section(errors, cls, given.get(key), f"{key}.")
+    parts["network"] = _network(errors, given.get("network"))
+    resume = given.get("resume")
+    parts["resume"] = None if resume is None else str(resume)
+    if parts["env"] is not None:
+        _check_env(errors, parts["env"])
+    if errors:
+        raise ConfigError(errors)
+    run = RunConfig(**parts)
+    _check_budget(errors, run)
+    if errors:
+        raise ConfigError(errors)
+    return run
