@@ -84,8 +84,8 @@ def run_row(spec: dict) -> dict:
     import jax
     from hydra import compose, initialize_config_dir
 
-    from stoixlite.experiment import build_experiment
     from stoixlite.rec_ppo import CONFIG_DIR
+    from stoixlite.run.build import build_run
 
     steps_per_update = spec["num_envs"] * spec["rollout_length"]
     overrides = [
@@ -104,10 +104,10 @@ def run_row(spec: dict) -> dict:
     ]
     with initialize_config_dir(str(CONFIG_DIR), version_base=None):
         cfg = compose("config", overrides=overrides)
-    exp = build_experiment(cfg)
+    exp = build_run(cfg)
     state = exp.init_state(jax.random.PRNGKey(0))
     tic = time.perf_counter()
-    learn_chunk = exp.learn_chunk.lower(state).compile()
+    learn_chunk = exp.learn.lower(state).compile()
     compile_s = time.perf_counter() - tic
     state, metrics = learn_chunk(state)  # warm-up
     jax.block_until_ready(metrics)

@@ -20,59 +20,31 @@ import importlib
 import inspect
 import logging
 import sys
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from omegaconf import OmegaConf
 
-from stoixlite.checkpointing import Checkpointer, checkpoint_dir, config_fingerprint
-from stoixlite.envs.types import Discrete
-from stoixlite.evaluation import make_evaluator
-from stoixlite.experiment import Experiment, make_env_stack
-from stoixlite.run.config import RunConfig, parse
-
-
-def load_run(
-    run_dir: str | Path, checkpoint: str | int = "latest"
-) -> tuple[RunConfig, Experiment, Any, int]:
-    """``(cfg, experiment, learner state, step)`` of a run directory's checkpoint."""
-    from stoixlite.trainer import checkpoint_tree, experiment_and_programs, init_learner
-
-    run_dir = Path(run_dir)
-    config_path = run_dir / "config.yaml"
-    if not config_path.exists():
-        raise FileNotFoundError(f"{config_path} not found: is {run_dir} a stoixlite run directory?")
-    cfg = parse(OmegaConf.load(config_path))
-    exp, _ = experiment_and_programs(cfg)
-    template = checkpoint_tree(*init_learner(exp, cfg))
-    ckpt = Checkpointer(checkpoint_dir(run_dir), config_fingerprint(cfg.to_dict()), read_only=True)
-    step = checkpoint if checkpoint in ("latest", "best") else int(checkpoint)
-    tree, _, step = ckpt.restore(template, step)
-    ckpt.close()
-    return cfg, exp, tree["learner"], step
+from stoixlite.envs.types import FIRST, MID, TimeStep
+from stoixlite.ppo.evaluate import make_evaluator
+from stoixlite.ppo.rollout import act
+from stoixlite.run.build import Run, make_env_stack
+from stoixlite.run.resume import load_run
+from stoixlite.specs import Discrete
 
 
-def seed_params(cfg: RunConfig, params: Any) -> list[Any]:
-    """Per-seed parameter pytrees (the leading seed axis removed when ``arch.num_seeds > 1``)."""
-    num_seeds = cfg.arch.num_seeds
-    if num_seeds == 1:
-        return [params]
-    return [jax.tree.map(lambda x, k=k: x[k], params) for k in range(num_seeds)]
-
-
-def evaluate_port(
-    cfg: RunConfig, exp: Experiment, params: Any, episodes: int, greedy: bool, seed: int
-) -> np.ndarray:
+def evaluate_port(run: Run, params: Any, episodes: int, greedy: bool, seed: int) -> np.ndarray:
     """Returns ``[episodes]`` of the policy on the JAX env (one episode per eval env)."""
+    cfg = run.config
     env = make_env_stack(cfg.env, episodes)
     max_steps = int((env.max_episode_steps or cfg.arch.eval_max_steps) + 1)
     evaluate = make_evaluator(
-        exp.network.apply, exp.network.initialize_carry, env, episodes, greedy, max_steps
+        run.network.apply, run.network.initialize_carry, env, episodes, greedy, max_steps
     )
-    out = jax.device_get(evaluate(params, jax.random.PRNGKey(seed)))
+    out = jax.device_get(jax.jit(evaluate)(params, jax.random.PRNGKey(seed)))
     return np.asarray(out["return"], np.float64)
 
 
@@ -106,24 +78,18 @@ def port_obs_encoder(port_env: Any) -> Any:
     return lambda obs: np.asarray(encode(obs, **kwargs), np.float32).reshape(-1)
 
 
-def evaluate_reference(
-    cfg: RunConfig, exp: Experiment, params: Any, episodes: int, greedy: bool, seed: int
-) -> np.ndarray:
+def evaluate_reference(run: Run, params: Any, episodes: int, greedy: bool, seed: int) -> np.ndarray:
     """Returns ``[episodes]`` of the JAX policy on the original popgym env (episode i reset with
     ``seed + i``), all episodes stepped in lockstep with one batched policy call per step."""
+    cfg = run.config
     cls = popgym_reference_class(cfg.env.name, cfg.env.difficulty)
-    port = exp.env.unwrapped
+    port = run.env.unwrapped
     encode = port_obs_encoder(port)
-    space = exp.env.action_space
+    space = run.env.action_space
     augment = cfg.env.obs_augment
     envs = [cls() for _ in range(episodes)]
     obs = [env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]
-
-    @jax.jit
-    def act(params, carry, x, start, key):
-        carry, (dist, _) = exp.network.apply(params, carry, x[None], start[None])
-        action = dist.mode()[0] if greedy else dist.sample(key)[0]
-        return carry, action
+    policy = jax.jit(partial(act, run.network.apply), static_argnames="greedy")
 
     def encode_action(a: np.ndarray) -> np.ndarray:
         if isinstance(space, Discrete):
@@ -132,8 +98,9 @@ def evaluate_reference(
 
     act_width = int(space.n) if isinstance(space, Discrete) else int(np.prod(space.shape))
     prev_action = np.zeros((episodes, act_width), np.float32)
-    carry = exp.network.initialize_carry(episodes)
+    carry = run.network.initialize_carry(episodes)
     returns = np.zeros(episodes, np.float64)
+    no_reward = jnp.zeros((episodes,), jnp.float32)
     done = np.zeros(episodes, bool)
     key = jax.random.PRNGKey(seed)
     max_steps = int(port.max_episode_steps or cfg.arch.eval_max_steps)
@@ -143,8 +110,9 @@ def evaluate_reference(
             first = np.full((episodes, 1), 1.0 if t == 0 else 0.0, np.float32)
             x = np.concatenate([x, prev_action, first], axis=1)
         key, act_key = jax.random.split(key)
-        start = jnp.full((episodes,), t == 0)
-        carry, action = act(params, carry, jnp.asarray(x), start, act_key)
+        step_type = jnp.full((episodes,), FIRST if t == 0 else MID, jnp.int32)
+        timestep = TimeStep(step_type, no_reward, no_reward + 1.0, jnp.asarray(x))
+        carry, action, _ = policy(params, carry, timestep, act_key, greedy=greedy)
         action = np.asarray(action)
         for i, env in enumerate(envs):
             if done[i]:
@@ -173,13 +141,15 @@ def evaluate_run(
     seed: int = 12345,
 ) -> list[dict[str, Any]]:
     """Evaluate every seed of a run's checkpoint; one result dict per seed (returns arrays)."""
-    cfg, exp, state, step = load_run(run_dir, checkpoint)
+    run, state, step = load_run(run_dir, checkpoint)
     results = []
-    for train_seed, params in zip(cfg.arch.seeds, seed_params(cfg, state.params), strict=True):
+    for train_seed, params in zip(
+        run.config.arch.seeds, run.seed_params(state.params), strict=True
+    ):
         row: dict[str, Any] = {"checkpoint": step, "train_seed": train_seed}
-        row["port"] = evaluate_port(cfg, exp, params, episodes, not sampled, seed)
+        row["port"] = evaluate_port(run, params, episodes, not sampled, seed)
         if reference:
-            row["reference"] = evaluate_reference(cfg, exp, params, episodes, not sampled, seed)
+            row["reference"] = evaluate_reference(run, params, episodes, not sampled, seed)
         results.append(row)
     return results
 

@@ -3,7 +3,7 @@
 Composes the Hydra config (``configs/`` next to the package, so it works from any working
 directory), parses it into the typed :class:`~stoixlite.run.config.RunConfig` (every mistake one
 line on stderr, exit code 2, before anything compiles), then runs the host loop of
-:mod:`stoixlite.trainer`: compiled learn chunks, evaluation between chunks, JSON-lines metrics,
+:mod:`stoixlite.run.loop`: compiled learn chunks, evaluation between chunks, JSON-lines metrics,
 W&B (``logger=wandb``), checkpoints, progress bar, learning-curve plot. Returns the final mean
 evaluation return (what Hydra sweepers optimise).
 
@@ -39,8 +39,8 @@ log = logging.getLogger("stoixlite")
 
 def train(cfg: RunConfig | DictConfig, run_dir: Path, resume: bool = False) -> float:
     """Train one agent as configured, writing outputs to ``run_dir``; returns the final eval
-    return (see :func:`stoixlite.trainer.train`)."""
-    from stoixlite.trainer import train as run
+    return (see :func:`stoixlite.run.loop.train`)."""
+    from stoixlite.run.loop import train as run
 
     return run(cfg, run_dir, resume=resume)
 
@@ -57,8 +57,8 @@ def _job_failed(run_dir: Path, message: str) -> float:
 
 @hydra.main(version_base=None, config_path=str(CONFIG_DIR), config_name="config")
 def main(cfg: DictConfig) -> float:
-    from stoixlite.checkpointing import CheckpointMismatchError
-    from stoixlite.trainer import resume_config
+    from stoixlite.run.resume import resume_config
+    from stoixlite.tracking.checkpointing import CheckpointMismatchError
 
     logging.getLogger("jax").setLevel(logging.WARNING)
     logging.getLogger("absl").setLevel(logging.WARNING)  # orbax is chatty at INFO

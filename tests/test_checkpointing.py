@@ -10,22 +10,22 @@ import numpy as np
 import pytest
 from conftest import TINY, compose_config
 
-from stoixlite.checkpointing import (
+from stoixlite.ppo.types import LearnerState
+from stoixlite.run.build import build_run
+from stoixlite.tracking.checkpointing import (
     Checkpointer,
     CheckpointMismatchError,
     config_fingerprint,
     pack_state,
 )
-from stoixlite.experiment import build_experiment
-from stoixlite.ppo.types import LearnerState
 
 
 @pytest.fixture(scope="module")
 def exp_and_state():
     cfg = compose_config(TINY + ["network=lstm"])
-    exp = build_experiment(cfg)
+    exp = build_run(cfg)
     state = exp.init_state(jax.random.PRNGKey(3))
-    state, _ = exp.learn_chunk(state)  # non-trivial optimiser state, carries, env states
+    state, _ = exp.learn(state)  # non-trivial optimiser state, carries, env states
     return cfg, exp, state
 
 
@@ -60,8 +60,8 @@ def test_round_trip_exact(tmp_path, exp_and_state):
     assert isinstance(restored["learner"], LearnerState)
     assert_trees_identical(restored, tree)
     # The restored state trains exactly like the original.
-    a, ma = exp.learn_chunk(jax.tree.map(jnp.array, state))
-    b, mb = exp.learn_chunk(restored["learner"])
+    a, ma = exp.learn(jax.tree.map(jnp.array, state))
+    b, mb = exp.learn(restored["learner"])
     assert_trees_identical(a, b)
     ckpt.close()
 
@@ -86,7 +86,7 @@ def test_refuses_other_network_config(tmp_path, exp_and_state):
     other = compose_config(TINY + ["network=lstm", "network.hidden_size=16"])
     ckpt = Checkpointer(tmp_path / "ckpt", config_fingerprint(other))
     with pytest.raises(CheckpointMismatchError, match=r"network\.hidden_size: 8 .* != 16") as err:
-        ckpt.restore(build_experiment(other).init_state(jax.random.PRNGKey(0)))
+        ckpt.restore(build_run(other).init_state(jax.random.PRNGKey(0)))
     assert "\n" not in str(err.value)
     # Same fingerprint but a template with different leaves: refused, not silently reshaped.
     same = Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg))

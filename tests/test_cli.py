@@ -9,8 +9,8 @@ import sys
 import pytest
 from conftest import TINY, compose_config
 
-from stoixlite.metrics import read_jsonl
 from stoixlite.rec_ppo import train
+from stoixlite.tracking.jsonl import read_jsonl
 
 
 @pytest.mark.parametrize("env", ["gymnax/CartPole-v1", "popgym/repeat_previous"])

@@ -7,7 +7,6 @@ All runs share one tiny config, so the host loop's program cache compiles it onc
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -21,14 +20,18 @@ from conftest import TINY, compose_config
 from omegaconf import OmegaConf
 from wandb_reader import read_run
 
-from stoixlite import trainer
-from stoixlite.checkpointing import (
+from stoixlite.run.build import build_run
+from stoixlite.run.loop import train
+from stoixlite.run.resume import resume_config
+from stoixlite.run.signals import TrainingInterrupted
+from stoixlite.tracking.checkpointing import (
     Checkpointer,
     CheckpointMismatchError,
     checkpoint_dir,
     config_fingerprint,
     pack_state,
 )
+from stoixlite.tracking.jsonl import read_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent
 # 3 chunks of 1 update (4 envs x 16 steps) each; popgym/repeat_previous (episodes of 51 steps).
@@ -40,13 +43,8 @@ def stable(records: list[dict]) -> list[dict]:
     return [{k: v for k, v in r.items() if not k.startswith(VOLATILE)} for r in records]
 
 
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
 def final_arrays(cfg, run_dir: Path) -> dict[str, np.ndarray]:
-    exp, _ = trainer.experiment_and_programs(cfg)
-    state, key = trainer.init_learner(exp, cfg)
+    state, key = build_run(cfg).init()
     with Checkpointer(checkpoint_dir(run_dir), config_fingerprint(cfg)) as ckpt:
         tree, host, step = ckpt.restore({"learner": state, "host_key": key})
     assert step == cfg.arch.num_evaluations and host["chunk"] == step
@@ -57,7 +55,7 @@ def final_arrays(cfg, run_dir: Path) -> dict[str, np.ndarray]:
 def uninterrupted(tmp_path_factory):
     cfg = compose_config(RUN)
     run_dir = tmp_path_factory.mktemp("full")
-    final = trainer.train(cfg, run_dir)
+    final = train(cfg, run_dir)
     return cfg, run_dir, final
 
 
@@ -68,16 +66,16 @@ def test_sigterm_then_resume_is_bit_identical(tmp_path, uninterrupted):
         if chunk == 0:
             os.kill(os.getpid(), signal.SIGTERM)
 
-    with pytest.raises(trainer.TrainingInterrupted) as stop:
-        trainer.train(cfg, tmp_path, on_chunk_end=kill_after_first_chunk)
+    with pytest.raises(TrainingInterrupted) as stop:
+        train(cfg, tmp_path, on_chunk_end=kill_after_first_chunk)
     assert stop.value.code == 128 + signal.SIGTERM and "resume=" in str(stop.value)
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handlers restored
     with Checkpointer(checkpoint_dir(tmp_path), config_fingerprint(cfg)) as ckpt:
         assert ckpt.all_steps() == [1]
     assert len(read_jsonl(tmp_path / "metrics.jsonl")) == 1
 
-    resumed_cfg = trainer.resume_config(compose_config(RUN), tmp_path, [])
-    resumed_final = trainer.train(resumed_cfg, tmp_path, resume=True)
+    resumed_cfg = resume_config(compose_config(RUN), tmp_path, [])
+    resumed_final = train(resumed_cfg, tmp_path, resume=True)
     assert resumed_final == full_final
     assert stable(read_jsonl(tmp_path / "metrics.jsonl")) == stable(
         read_jsonl(full_dir / "metrics.jsonl")
@@ -91,9 +89,9 @@ def test_sigterm_then_resume_is_bit_identical(tmp_path, uninterrupted):
 def test_seed_k_of_multi_seed_run_equals_single_seed_run(tmp_path, uninterrupted):
     cfg1, _, _ = uninterrupted
     single_cfg = compose_config(RUN + ["arch.seed=1"])
-    single_final = trainer.train(single_cfg, tmp_path / "single")
+    single_final = train(single_cfg, tmp_path / "single")
     multi_cfg = compose_config(RUN + ["arch.seed=0", "arch.num_seeds=2"])
-    multi_final = trainer.train(multi_cfg, tmp_path / "multi")
+    multi_final = train(multi_cfg, tmp_path / "multi")
 
     per_seed = read_jsonl(tmp_path / "multi" / "metrics_per_seed.jsonl")
     assert [r["seed"] for r in per_seed] == [0, 1] * 3
@@ -121,10 +119,10 @@ def test_seed_k_of_multi_seed_run_equals_single_seed_run(tmp_path, uninterrupted
 def test_resume_refuses_other_network_config(uninterrupted):
     cfg, run_dir, _ = uninterrupted
     other = compose_config(RUN + ["network.hidden_size=16"])
-    resumed = trainer.resume_config(other, run_dir, ["network.hidden_size=16"])
+    resumed = resume_config(other, run_dir, ["network.hidden_size=16"])
     assert resumed.network.hidden_size == 16 and resumed.arch.num_envs == cfg.arch.num_envs
     with pytest.raises(CheckpointMismatchError, match="network.hidden_size: 8"):
-        trainer.train(resumed, run_dir, resume=True)
+        train(resumed, run_dir, resume=True)
 
 
 def test_evaluate_checkpoint_on_port_and_reference(uninterrupted, capsys):

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from conftest import compose_config
 
-from stoixlite.metrics import read_jsonl
 from stoixlite.rec_ppo import train
+from stoixlite.tracking.jsonl import read_jsonl
 
 
 def test_gru_ppo_learns_cartpole(tmp_path):

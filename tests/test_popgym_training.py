@@ -8,8 +8,8 @@ import pytest
 from conftest import TINY, compose_config
 
 from stoixlite.envs.registry import available_envs
-from stoixlite.metrics import read_jsonl
 from stoixlite.rec_ppo import train
+from stoixlite.tracking.jsonl import read_jsonl
 
 POPGYM_ENVS = [name for name in available_envs() if name.startswith("popgym/")]
 

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 from conftest import compose_config
 
-from stoixlite.experiment import build_experiment
 from stoixlite.networks.memory import available_memories
 from stoixlite.ppo.gae import gae_advantages
 from stoixlite.ppo.learner import make_sequences
 from stoixlite.ppo.loss import ppo_loss
 from stoixlite.ppo.rollout import bootstrap_values, rollout
+from stoixlite.run.build import build_run
 
 OVERRIDES = [
     "env=gymnax/MemoryChain-bsuite",
@@ -73,7 +73,7 @@ def replay_deviations(exp, key, bptts=(0, 4), zero_carries: bool = False):
 
 @pytest.mark.parametrize("model", available_memories())
 def test_first_minibatch_replays_rollout(model):
-    exp = build_experiment(compose_config(OVERRIDES + [f"network.name={model}"]))
+    exp = build_run(compose_config(OVERRIDES + [f"network.name={model}"]))
     all_metrics, traj = replay_deviations(exp, jax.random.PRNGKey(0))
     assert bool(np.asarray(traj.last).any()), "episodes must end mid-rollout"
     for bptt, metrics in zip((0, 4), all_metrics, strict=True):
@@ -82,14 +82,14 @@ def test_first_minibatch_replays_rollout(model):
 
 
 def test_zeroed_chunk_carries_break_the_identity():
-    exp = build_experiment(compose_config(OVERRIDES))
+    exp = build_run(compose_config(OVERRIDES))
     (metrics,), _ = replay_deviations(exp, jax.random.PRNGKey(0), bptts=(4,), zero_carries=True)
     assert float(metrics["loss/value_max_dev"]) > 1e-4
 
 
 def test_update_reports_identity_on_first_minibatch():
     """The full update (epochs x minibatches, BPTT chunks) logs ratio ~1 on its first minibatch."""
-    exp = build_experiment(
+    exp = build_run(
         compose_config(
             OVERRIDES + ["system.bptt_length=8", "system.num_minibatches=3", "system.epochs=2"]
         )

@@ -9,9 +9,9 @@ from conftest import compose_config
 from omegaconf import OmegaConf
 from wandb_reader import read_run
 
-from stoixlite import wandb_logger
 from stoixlite.run.config import parse
-from stoixlite.wandb_logger import RUN_ID_FILE, WandbLogger, from_config
+from stoixlite.tracking import wandb_logger
+from stoixlite.tracking.wandb_logger import RUN_ID_FILE, WandbLogger, from_config
 
 
 @pytest.fixture(autouse=True)
@@ -82,7 +82,7 @@ def test_unreachable_service_falls_back_offline(monkeypatch, tmp_path, caplog):
     monkeypatch.delenv("WANDB_MODE")
     monkeypatch.setenv("WANDB_API_KEY", "k" * 40)
     monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")  # nothing listens there
-    with caplog.at_level(logging.ERROR, logger="stoixlite.wandb_logger"):
+    with caplog.at_level(logging.ERROR, logger="stoixlite.tracking.wandb_logger"):
         logger = WandbLogger({"x": 1}, tmp_path / "run", mode="auto", init_timeout=2)
     assert logger.mode == "offline" and logger.active
     assert len([r for r in caplog.records if "init (online) failed" in r.getMessage()]) == 1
@@ -101,7 +101,7 @@ def test_failing_log_reports_once_and_stops(tmp_path, caplog):
         raise ConnectionError("service gone")
 
     logger.run.log = broken_log
-    with caplog.at_level(logging.ERROR, logger="stoixlite.wandb_logger"):
+    with caplog.at_level(logging.ERROR, logger="stoixlite.tracking.wandb_logger"):
         for step in range(5):
             logger.log({"eval/episode_return": 0.0}, step=step)  # never raises
         logger.summary({"a": 1.0})

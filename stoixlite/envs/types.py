@@ -1,4 +1,7 @@
-"""Core environment types: dm_env-style ``TimeStep``, spaces and the ``Environment`` base class.
+"""Core environment types: dm_env-style ``TimeStep`` and the ``Environment`` base class.
+
+The spaces (``Discrete``, ``Box``) live in the neutral :mod:`stoixlite.specs` (networks read them
+too) and are re-exported here for env code.
 
 Every environment in stoixlite is a pair of pure functions over an explicit state::
 
@@ -24,16 +27,30 @@ deterministic given its inputs. Specs are static attributes (``observation_space
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 import jax
 import jax.numpy as jnp
 from flax import struct
 
+from stoixlite.specs import Box, Discrete, Space
+
 FIRST = 0
 MID = 1
 LAST = 2
+
+__all__ = [
+    "FIRST",
+    "LAST",
+    "MID",
+    "Box",
+    "Discrete",
+    "Environment",
+    "Space",
+    "TimeStep",
+    "restart",
+    "transition",
+]
 
 State = TypeVar("State")
 
@@ -90,28 +107,6 @@ def transition(
         observation=observation,
         extras=extras or {},
     )
-
-
-@dataclass(frozen=True)
-class Discrete:
-    """A discrete action (or observation) space with ``n`` choices ``0..n-1``."""
-
-    n: int
-    shape: tuple[int, ...] = ()
-    dtype: Any = jnp.int32
-
-
-@dataclass(frozen=True)
-class Box:
-    """A box space: an array of ``shape`` with elementwise bounds ``low``/``high`` (floats)."""
-
-    low: float | tuple[float, ...]
-    high: float | tuple[float, ...]
-    shape: tuple[int, ...]
-    dtype: Any = jnp.float32
-
-
-Space = Discrete | Box
 
 
 class Environment(Generic[State]):

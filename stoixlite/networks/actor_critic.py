@@ -21,9 +21,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from stoixlite.envs.types import Box, Discrete, Space
 from stoixlite.networks.distributions import Categorical, Gaussian
 from stoixlite.networks.memory import build_memory
+from stoixlite.specs import Box, Discrete, Space
 
 ACTIVATIONS = {"relu": nn.relu, "tanh": nn.tanh, "gelu": nn.gelu, "silu": nn.silu, "elu": nn.elu}
 

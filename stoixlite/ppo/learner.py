@@ -1,4 +1,4 @@
-"""One PPO update and the jitted learn chunk (``lax.scan`` over updates, learner state donated).
+"""One PPO update and the learn chunk (``lax.scan`` over updates); pure functions, no ``jit``.
 
 An update: rollout -> bootstrap values -> GAE -> epochs x minibatches of sequences. Minibatches
 are sets of training sequences: whole per-env rollouts (``bptt_length = 0``), or contiguous
@@ -157,7 +157,7 @@ def make_update(
 def make_learn_chunk(
     update: Callable[[LearnerState], tuple[LearnerState, dict[str, jax.Array]]], num_updates: int
 ) -> Callable[[LearnerState], tuple[LearnerState, dict[str, jax.Array]]]:
-    """``lax.scan`` of ``num_updates`` updates, jitted with the learner state donated.
+    """``lax.scan`` of ``num_updates`` updates (pure; the host jits it and donates the state).
 
     Metrics come back stacked ``[num_updates]``; nothing touches the host inside the chunk.
     """
@@ -165,4 +165,4 @@ def make_learn_chunk(
     def learn_chunk(state: LearnerState) -> tuple[LearnerState, dict[str, jax.Array]]:
         return jax.lax.scan(lambda s, _: update(s), state, None, length=num_updates)
 
-    return jax.jit(learn_chunk, donate_argnums=0)
+    return learn_chunk

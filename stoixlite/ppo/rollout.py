@@ -1,4 +1,6 @@
-"""The rollout: ``lax.scan`` over ``rollout_length`` steps of (policy at T=1, vmapped env step)."""
+"""The rollout: ``lax.scan`` over ``rollout_length`` steps of (policy at T=1, vmapped env step),
+and :func:`act`, the one policy step shared by the rollout, the evaluator and the reference player.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +10,37 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from stoixlite.envs.types import MID, Environment
+from stoixlite.envs.types import MID, Environment, TimeStep
 from stoixlite.ppo.types import LearnerState, Transition
 
 ApplyFn = Callable[[Any, Any, jax.Array, jax.Array], tuple[Any, tuple[Any, jax.Array]]]
 
 
-def start_flags(timestep) -> jax.Array:
+def start_flags(timestep: TimeStep) -> jax.Array:
     """Start flag of ``timestep.observation``: FIRST (initial reset) or LAST (auto-reset)."""
     return timestep.step_type != MID
+
+
+def act(
+    apply_fn: ApplyFn,
+    params: Any,
+    carry: Any,
+    timestep: TimeStep,
+    key: jax.Array,
+    greedy: bool = False,
+) -> tuple[Any, jax.Array, dict[str, jax.Array]]:
+    """One policy step for a batch of envs: ``(carry, action [N], extras)``.
+
+    Consumes ``timestep.observation [N, F]`` (the memory resets where it starts an episode) and
+    picks the distribution's mode (``greedy``, static) or a sample drawn with ``key``. ``extras``
+    holds the action's ``log_prob [N]`` and the critic's ``value [N]``. The rollout, the evaluator
+    and the reference player all act through this function.
+    """
+    start = start_flags(timestep)
+    carry, (dist, value) = apply_fn(params, carry, timestep.observation[None], start[None])
+    action = dist.mode()[0] if greedy else dist.sample(key)[0]
+    log_prob = dist.log_prob(action[None])[0]
+    return carry, action, {"log_prob": log_prob, "value": value[0]}
 
 
 def rollout(
@@ -32,18 +56,14 @@ def rollout(
     def step(carry: tuple, _: None) -> tuple[tuple, tuple[Transition, Any]]:
         params, env_state, timestep, mem, key = carry
         key, act_key = jax.random.split(key)
-        obs = timestep.observation
-        start = start_flags(timestep)
-        mem, (dist, value) = apply_fn(params, mem, obs[None], start[None])
-        action = dist.sample(act_key)[0]
-        log_prob = dist.log_prob(action[None])[0]
+        mem, action, extras = act(apply_fn, params, mem, timestep, act_key)
         env_state, next_ts = env.step(env_state, action)
         transition = Transition(
-            obs=obs,
-            start=start,
+            obs=timestep.observation,
+            start=start_flags(timestep),
             action=action,
-            log_prob=log_prob,
-            value=value[0],
+            log_prob=extras["log_prob"],
+            value=extras["value"],
             reward=next_ts.reward,
             discount=next_ts.discount,
             last=next_ts.last(),

@@ -110,7 +110,7 @@ def _scan_strategies() -> list[str]:
 
 
 def _wandb_modes() -> list[str]:
-    from stoixlite.wandb_logger import MODES
+    from stoixlite.tracking.wandb_logger import MODES
 
     return list(MODES)
 

@@ -9,7 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from stoixlite.metrics import read_jsonl  # noqa: E402
+from stoixlite.tracking.jsonl import read_jsonl  # noqa: E402
 
 
 def plot_learning_curve(metrics_path: str | Path, out_path: str | Path, title: str = "") -> Path:

@@ -1,4 +1,4 @@
-"""Metric names, chunk summaries and the JSON-lines metrics writer.
+"""Metric names and the reduction of a chunk's device metrics to one record (and one per seed).
 
 Stable metric names (documented in README):
 
@@ -14,14 +14,16 @@ Stable metric names (documented in README):
 
 from __future__ import annotations
 
-import json
 import math
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
+import jax
 import numpy as np
 
 _SUM_KEYS = ("train/episodes",)
+# Returns whose spread over seeds is logged as ``<key>_seed_std`` when several seeds train together.
+SEED_STD_KEYS = ("eval/episode_return", "train/episode_return")
 _WEIGHTED_KEYS = ("train/episode_return", "train/episode_length")
 
 
@@ -58,29 +60,28 @@ def summarize_eval(result: dict[str, Any]) -> dict[str, float]:
     }
 
 
-def _jsonable(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
+def _nan_stat(values: list[float], fn: Callable[[np.ndarray], float]) -> float:
+    arr = np.asarray(values, np.float64)
+    arr = arr[np.isfinite(arr)]
+    return float(fn(arr)) if arr.size else math.nan
 
 
-class JsonlWriter:
-    """Appends one JSON object per line to ``path`` (flushed after every record)."""
-
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._file = self.path.open("a", encoding="utf-8")
-
-    def log(self, record: dict[str, Any]) -> None:
-        self._file.write(json.dumps({k: _jsonable(v) for k, v in record.items()}) + "\n")
-        self._file.flush()
-
-    def close(self) -> None:
-        self._file.close()
-
-
-def read_jsonl(path: str | Path) -> list[dict[str, Any]]:
-    """All records of a JSON-lines metrics file (``None`` for non-finite values)."""
-    with Path(path).open(encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+def summarize(
+    chunk_metrics: dict[str, Any], eval_result: dict[str, Any], seeds: int
+) -> tuple[dict[str, float], list[dict[str, float]]]:
+    """``(record, per_seed_records)`` of one chunk: the metrics of every seed (arrays with a
+    leading ``[S]`` axis when ``seeds > 1``) and their mean over seeds, plus ``*_seed_std`` of
+    :data:`SEED_STD_KEYS`. With one seed the record is the seed's and ``per_seed`` is empty."""
+    if seeds == 1:
+        return {**summarize_chunk(chunk_metrics), **summarize_eval(eval_result)}, []
+    per_seed = [
+        {
+            **summarize_chunk(jax.tree.map(lambda x, k=k: x[k], chunk_metrics)),
+            **summarize_eval(jax.tree.map(lambda x, k=k: x[k], eval_result)),
+        }
+        for k in range(seeds)
+    ]
+    record = {key: _nan_stat([r[key] for r in per_seed], np.mean) for key in per_seed[0]}
+    for key in SEED_STD_KEYS:
+        record[f"{key}_seed_std"] = _nan_stat([r[key] for r in per_seed], np.std)
+    return record, per_seed

@@ -1,8 +1,10 @@
 """Evaluation on separate (vmapped, auto-resetting) eval envs with greedy or sampled actions.
 
-``make_evaluator`` returns a jitted ``evaluate(params, key) -> {"return": [E], "length": [E]}``
-that plays exactly one episode in each of E eval envs (a ``lax.while_loop`` that stops once every
-env has finished, or after ``max_steps``), resetting the memory at the episode start.
+``make_evaluator`` returns a pure ``evaluate(params, key) -> {"return": [E], "length": [E],
+"finished": [E]}`` that plays exactly one episode in each of E eval envs (a ``lax.while_loop`` that
+stops once every env has finished, or after ``max_steps``), resetting the memory at the episode
+start. It acts like the rollout (:func:`~stoixlite.ppo.rollout.act`); the host applies ``jit``
+(and ``vmap`` over seeds).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from stoixlite.envs.types import Environment
-from stoixlite.ppo.rollout import ApplyFn, start_flags
+from stoixlite.ppo.rollout import ApplyFn, act
 
 
 def make_evaluator(
@@ -25,7 +27,7 @@ def make_evaluator(
     greedy: bool,
     max_steps: int,
 ) -> Callable[[Any, jax.Array], dict[str, jax.Array]]:
-    """Build the jitted evaluator; ``env`` must be the vmapped env stack for ``num_envs`` envs."""
+    """Build the evaluator; ``env`` must be the vmapped env stack for ``num_envs`` envs."""
 
     def evaluate(params: Any, key: jax.Array) -> dict[str, jax.Array]:
         key, reset_key = jax.random.split(key)
@@ -49,9 +51,7 @@ def make_evaluator(
         def body(loop: tuple) -> tuple:
             env_state, timestep, carry, key, done, ret, length, step = loop
             key, act_key = jax.random.split(key)
-            start = start_flags(timestep)
-            carry, (dist, _) = apply_fn(params, carry, timestep.observation[None], start[None])
-            action = dist.mode()[0] if greedy else dist.sample(act_key)[0]
+            carry, action, _ = act(apply_fn, params, carry, timestep, act_key, greedy)
             env_state, timestep = env.step(env_state, action)
             finished = timestep.last() & ~done
             ret = jnp.where(finished, timestep.extras["episode_return"], ret)
@@ -61,4 +61,4 @@ def make_evaluator(
         out = jax.lax.while_loop(cond, body, init)
         return {"return": out[5], "length": out[6], "finished": out[4]}
 
-    return jax.jit(evaluate)
+    return evaluate

@@ -1,0 +1,213 @@
+"""Build a run from its typed config: envs, network, optimiser, the pure PPO functions, and the
+compiled programs of the host loop.
+
+:class:`Run` is the seam between the host loop and the compiled core; tests and
+``scripts/benchmark.py`` use it too, so they exercise exactly the training code path.
+:func:`over_seeds` is the one place where ``vmap`` over the seed axis, ``jit`` and donation are
+applied: a run trains ``arch.num_seeds`` seeds in one program, and a single seed is the trivial
+case (no seed axis, the plain jitted function). Seed k uses ``arch.seed + k`` and derives its keys
+exactly like a single-seed run with that seed, so seed k of a multi-seed run reproduces it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import optax
+from omegaconf import DictConfig
+
+from stoixlite.envs.registry import make
+from stoixlite.envs.types import Environment
+from stoixlite.envs.wrappers import make_batched_env
+from stoixlite.networks.actor_critic import ActorCritic
+from stoixlite.ppo.evaluate import make_evaluator
+from stoixlite.ppo.learner import make_learn_chunk, make_optimizer, make_update
+from stoixlite.ppo.types import LearnerState, PPOConfig
+from stoixlite.run.config import EnvConfig, NetworkConfig, RunConfig, parse
+
+Metrics = dict[str, jax.Array]
+
+
+def make_env_stack(env_cfg: EnvConfig, num_envs: int) -> Environment:
+    """The vmapped, auto-resetting env stack for ``num_envs`` copies of ``env_cfg.name``."""
+    kwargs = {} if env_cfg.difficulty is None else {"difficulty": env_cfg.difficulty}
+    env = make(env_cfg.name, **kwargs)
+    return make_batched_env(env, num_envs, obs_augment=env_cfg.obs_augment)
+
+
+def make_network(net: NetworkConfig, env: Environment) -> ActorCritic:
+    """The actor-critic for ``env``'s action space from the ``network`` config group."""
+    return ActorCritic(
+        action_space=env.action_space,
+        memory_name=net.name,
+        memory_kwargs=dict(net.memory),
+        embed_size=net.embed_size,
+        encoder_layers=net.encoder_layers,
+        head_size=net.head_size,
+        head_layers=net.head_layers,
+        activation=net.activation,
+        shared_memory=net.shared_memory,
+    )
+
+
+def over_seeds(fn: Callable, num_seeds: int, donate: bool = False) -> Callable:
+    """``fn`` jitted for ``num_seeds`` seeds: ``vmap``-ped over a leading seed axis when
+    ``num_seeds > 1``; ``donate`` donates the first argument."""
+    batched = fn if num_seeds == 1 else jax.vmap(fn)
+    return jax.jit(batched, donate_argnums=0 if donate else ())
+
+
+def _split(key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    both = jax.random.split(key)
+    return both[0], both[1]
+
+
+@dataclass
+class Run:
+    """One run: its config, env stack, network, optimiser, the pure PPO functions of one seed
+    (``update``, ``learn_chunk``, ``evaluate``) and the compiled programs over all its seeds
+    (``learn``: learner state donated; ``evaluator``; ``split`` of the host keys)."""
+
+    config: RunConfig
+    ppo: PPOConfig
+    env: Environment
+    network: ActorCritic
+    optimizer: optax.GradientTransformation
+    update: Callable[[LearnerState], tuple[LearnerState, Metrics]]
+    learn_chunk: Callable[[LearnerState], tuple[LearnerState, Metrics]]
+    evaluate: Callable[[Any, jax.Array], Metrics]
+    learn: Callable[[Any], tuple[Any, Metrics]] = field(init=False)
+    evaluator: Callable[[Any, jax.Array], Metrics] = field(init=False)
+    split: Callable[[jax.Array], tuple[jax.Array, jax.Array]] = field(init=False)
+    compiled_learn: Any = field(init=False, default=None)  # ``learn`` compiled ahead of time
+
+    def __post_init__(self) -> None:
+        seeds = self.config.arch.num_seeds
+        self.learn = over_seeds(self.learn_chunk, seeds, donate=True)
+        self.evaluator = over_seeds(self.evaluate, seeds)
+        self.split = over_seeds(_split, seeds)
+
+    @property
+    def steps_per_update(self) -> int:
+        return self.ppo.num_envs * self.ppo.rollout_length
+
+    @property
+    def steps_per_chunk(self) -> int:
+        return self.steps_per_update * self.ppo.updates_per_chunk
+
+    def init_state(self, key: jax.Array) -> LearnerState:
+        """Fresh learner state of one seed: initial params, optimiser, reset envs and carries."""
+        key, net_key, env_key = jax.random.split(key, 3)
+        env_state, timestep = self.env.reset(env_key)
+        carry = self.network.initialize_carry(self.ppo.num_envs)
+        params = self.network.init(
+            net_key, carry, timestep.observation[None], jnp.ones((1, self.ppo.num_envs), bool)
+        )
+        state = LearnerState(
+            params=params,
+            opt_state=self.optimizer.init(params),
+            env_state=env_state,
+            timestep=timestep,
+            carry=carry,
+            key=key,
+            update_step=jnp.asarray(0, jnp.int32),
+        )
+        return _distinct_buffers(state)
+
+    def init(self) -> tuple[Any, jax.Array]:
+        """Initial learner state and host PRNG key of every seed (leading seed axis when S > 1):
+        ``key, init_key = split(PRNGKey(seed))``."""
+        pairs = [jax.random.split(jax.random.PRNGKey(seed)) for seed in self.config.arch.seeds]
+        if len(pairs) == 1:
+            key, init_key = pairs[0]
+            return self.init_state(init_key), key
+        state = jax.vmap(self.init_state)(jnp.stack([p[1] for p in pairs]))
+        return _distinct_buffers(state), jnp.stack([p[0] for p in pairs])
+
+    def compile_learn(self, state: Any) -> Any:
+        """``learn`` compiled ahead of time for ``state`` (once per run object)."""
+        if self.compiled_learn is None:
+            self.compiled_learn = self.learn.lower(state).compile()
+        return self.compiled_learn
+
+    def seed_params(self, params: Any) -> list[Any]:
+        """Per-seed parameter pytrees (the leading seed axis removed when S > 1)."""
+        if self.config.arch.num_seeds == 1:
+            return [params]
+        return [
+            jax.tree.map(lambda x, k=k: x[k], params) for k in range(self.config.arch.num_seeds)
+        ]
+
+
+def _distinct_buffers(tree: Any) -> Any:
+    """A copy with a distinct buffer per leaf (e.g. reset's next_obs aliases its observation), so
+    the state can be donated."""
+    return jax.tree.map(lambda x: jnp.array(x, copy=True), tree)
+
+
+def _build(cfg: RunConfig) -> Run:
+    ppo = cfg.ppo
+    env = make_env_stack(cfg.env, ppo.num_envs)
+    network = make_network(cfg.network, env)
+    optimizer = make_optimizer(ppo)
+    update = make_update(
+        network.apply, env, optimizer, ppo, rollout_unroll=cfg.system.rollout_unroll
+    )
+    eval_env = make_env_stack(cfg.env, cfg.arch.num_eval_envs)
+    evaluate = make_evaluator(
+        network.apply,
+        network.initialize_carry,
+        eval_env,
+        cfg.arch.num_eval_envs,
+        greedy=cfg.arch.eval_greedy,
+        max_steps=int((env.max_episode_steps or cfg.arch.eval_max_steps) + 1),
+    )
+    return Run(
+        config=cfg,
+        ppo=ppo,
+        env=env,
+        network=network,
+        optimizer=optimizer,
+        update=update,
+        learn_chunk=make_learn_chunk(update, ppo.updates_per_chunk),
+        evaluate=evaluate,
+    )
+
+
+# Runs of recent configs, keyed by everything that affects the compiled code (not the seed,
+# loggers or checkpoint settings): the jobs of a seed sweep in one multirun process, and a resumed
+# run in the same process, reuse one compilation.
+_CACHE: OrderedDict[str, Run] = OrderedDict()
+_CACHE_SIZE = 2
+
+
+def _compile_key(cfg: RunConfig) -> str:
+    container = cfg.to_dict()
+    for key in ("logger", "checkpoint", "resume"):
+        container.pop(key, None)
+    container["arch"].pop("seed", None)
+    return json.dumps(container, sort_keys=True, default=str)
+
+
+def build_run(cfg: RunConfig | DictConfig) -> Run:
+    """The :class:`Run` of ``cfg`` (parsed if it is not a ``RunConfig`` yet), cached for recent
+    configs; the seed is taken from ``cfg``, the compiled programs are shared."""
+    cfg = parse(cfg)
+    key = _compile_key(cfg)
+    if key in _CACHE:
+        _CACHE.move_to_end(key)
+        cached = _CACHE[key]
+        if cached.config != cfg:  # same programs, another seed or other outputs
+            cached.config = cfg
+        return cached
+    run = _build(cfg)
+    _CACHE[key] = run
+    while len(_CACHE) > _CACHE_SIZE:
+        _CACHE.popitem(last=False)
+    return run

@@ -1,0 +1,113 @@
+"""The host loop of a training run: compiled learn chunks, evaluation, one record per chunk.
+
+``train(cfg, run_dir)`` runs ``arch.num_evaluations`` chunks. After each chunk it evaluates, then
+hands the chunk's record to the :class:`~stoixlite.tracking.recorder.Recorder` (JSON lines, W&B,
+progress bar, checkpoints). With several seeds (``arch.num_seeds = S > 1``) the learner state has
+a leading ``[S]`` axis (see :mod:`stoixlite.run.build`); ``metrics.jsonl`` then holds the mean
+over seeds (plus ``*_seed_std`` of the returns) and ``metrics_per_seed.jsonl`` one record per
+seed.
+
+Resume: ``train(cfg, run_dir, resume=True)`` restores the latest checkpoint of ``run_dir``
+(learner state, host PRNG key, chunk index, logger step), cuts the metrics files back to the
+records written up to that checkpoint and continues: the final state and metrics are
+bit-identical (on CPU) to those of an uninterrupted run. SIGINT or SIGTERM during training
+requests a stop: the current chunk finishes, a checkpoint is saved and
+:class:`~stoixlite.run.signals.TrainingInterrupted` (a ``SystemExit`` with code 128 + signal)
+ends the process cleanly; a second signal aborts at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import jax
+from omegaconf import DictConfig, OmegaConf
+
+from stoixlite.run.build import build_run
+from stoixlite.run.config import RunConfig, parse
+from stoixlite.run.resume import CONFIG_FILE, HostState, checkpoint_tree, restore
+from stoixlite.run.signals import StopRequest, TrainingInterrupted
+from stoixlite.tracking.metrics import summarize
+from stoixlite.tracking.recorder import Recorder
+
+
+def train(
+    cfg: RunConfig | DictConfig,
+    run_dir: str | Path,
+    resume: bool = False,
+    on_chunk_end: Callable[[int, dict[str, float]], None] | None = None,
+) -> float:
+    """Train as configured, writing outputs to ``run_dir``; returns the final mean eval return.
+
+    ``resume``: continue from the latest checkpoint in ``run_dir``. ``on_chunk_end(chunk,
+    record)`` is called after each chunk is logged, before the checkpoint decision (a hook for
+    tests and tools).
+    """
+    cfg = parse(cfg)
+    run_dir = Path(run_dir)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    run = build_run(cfg)
+    num_chunks, seeds = cfg.arch.num_evaluations, cfg.arch.num_seeds
+    recorder = Recorder(cfg, run_dir, resume, run.steps_per_chunk * num_chunks)
+    host = HostState()
+    if resume:
+        assert recorder.checkpointer is not None
+        state, key, host, step = restore(run, recorder.checkpointer)
+        print(f"resuming {run_dir} from checkpoint {step} (chunk {host.chunk})")
+    else:
+        state, key = run.init()
+    (run_dir / CONFIG_FILE).write_text(OmegaConf.to_yaml(cfg.to_dict()))
+    if cfg.budget_note():
+        print(cfg.budget_note())
+
+    start = time.perf_counter()
+    learn = run.compile_learn(state)
+    compile_s = time.perf_counter() - start
+    ok = False
+    try:
+        recorder.start(host.logger_step, run.steps_per_chunk * host.chunk)
+        with StopRequest() as stop:
+            for chunk in range(host.chunk, num_chunks):
+                tic = time.perf_counter()
+                state, chunk_metrics = learn(state)
+                chunk_metrics = jax.device_get(chunk_metrics)
+                train_s = time.perf_counter() - tic
+                key, eval_key = run.split(key)
+                eval_result = jax.device_get(run.evaluator(state.params, eval_key))
+                summary, per_seed = summarize(chunk_metrics, eval_result, seeds)
+                record = {
+                    "step": run.steps_per_chunk * (chunk + 1),
+                    "update": run.ppo.updates_per_chunk * (chunk + 1),
+                    **summary,
+                    "train/sps": run.steps_per_chunk * seeds / train_s,
+                    "time/elapsed_s": host.elapsed_s + time.perf_counter() - start,
+                    "time/compile_s": compile_s,
+                }
+                recorder.log(record, per_seed)
+                host.chunk, host.logger_step = chunk + 1, host.logger_step + 1
+                ret = record["eval/episode_return"]
+                if math.isfinite(ret) and (
+                    host.best_eval_return is None or ret > host.best_eval_return
+                ):
+                    host.best_eval_return = ret
+                if on_chunk_end is not None:
+                    on_chunk_end(chunk, record)
+                elapsed = host.elapsed_s + time.perf_counter() - start
+                saved = dataclasses.replace(host, elapsed_s=elapsed)
+                stopping = stop.signum is not None
+                recorder.checkpoint(host.chunk, checkpoint_tree(state, key), saved, stopping)
+                if stopping and host.chunk < num_chunks:
+                    raise TrainingInterrupted(stop.signum, run_dir, host.chunk)
+        ok = True
+    finally:
+        record = recorder.finish(ok, host.best_eval_return)
+    final = float(record.get("eval/episode_return", math.nan))
+    print(
+        f"final eval return {final:.4f} after {run.steps_per_chunk * num_chunks} steps "
+        f"({time.perf_counter() - start:.1f}s, compile {compile_s:.1f}s); outputs in {run_dir}"
+    )
+    return final

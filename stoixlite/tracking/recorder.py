@@ -1,0 +1,124 @@
+"""Every output of a training run behind one small object the host loop calls once per chunk.
+
+:class:`Recorder` writes ``metrics.jsonl`` (and ``metrics_per_seed.jsonl`` when several seeds
+train together), logs to W&B (``logger.wandb``), drives the progress bar, saves Orbax checkpoints
+(every ``checkpoint.every`` chunks, after the last one and when a stop is requested) and, at the
+end, the W&B summary and the learning-curve plot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from stoixlite.run.config import RunConfig
+from stoixlite.tracking.checkpointing import Checkpointer, checkpoint_dir, config_fingerprint
+from stoixlite.tracking.jsonl import JsonlWriter, last_record, truncate_jsonl
+from stoixlite.tracking.progress import TrainingProgress
+
+METRICS_FILE = "metrics.jsonl"
+PER_SEED_FILE = "metrics_per_seed.jsonl"
+
+
+class Recorder:
+    """The outputs of one run in ``run_dir`` (a context manager: files, checkpoints, W&B and the
+    progress bar are closed on exit).
+
+    ``resume``: the run continues from its latest checkpoint (:attr:`checkpointer` is then always
+    open, even with checkpoints disabled).
+    """
+
+    def __init__(self, cfg: RunConfig, run_dir: Path, resume: bool, total_steps: int):
+        self.cfg, self.run_dir, self.resume = cfg, run_dir, resume
+        ck = cfg.checkpoint
+        self.checkpointer: Checkpointer | None = None
+        if ck.enabled or resume:
+            self.checkpointer = Checkpointer(
+                checkpoint_dir(run_dir),
+                config_fingerprint(cfg.to_dict()),
+                ck.keep_last,
+                ck.keep_best,
+            )
+        self.progress = TrainingProgress(total_steps, cfg.name, enabled=cfg.logger.progress)
+        self._writer: JsonlWriter | None = None
+        self._seed_writer: JsonlWriter | None = None
+        self._wandb: Any = None
+        self.last: dict[str, float] = {}
+
+    def start(self, logger_step: int, step: int) -> None:
+        """Open the outputs; a resumed run first drops the records written after its checkpoint
+        (``logger_step`` records were written up to it) and shows ``step`` steps as done."""
+        cfg, seeds = self.cfg, self.cfg.arch.num_seeds
+        if self.resume:
+            truncate_jsonl(self.run_dir / METRICS_FILE, logger_step)
+            truncate_jsonl(self.run_dir / PER_SEED_FILE, logger_step * seeds)
+        if cfg.logger.jsonl:
+            self._writer = JsonlWriter(self.run_dir / METRICS_FILE)
+            if seeds > 1:
+                self._seed_writer = JsonlWriter(self.run_dir / PER_SEED_FILE)
+        if cfg.logger.wandb is not None:
+            from stoixlite.tracking.wandb_logger import from_config
+
+            self._wandb = from_config(
+                cfg.logger.wandb, cfg.to_dict(), self.run_dir, cfg.name, self.resume
+            )
+        self.progress.__enter__()
+        self.progress.update(step, {})
+
+    def log(self, record: dict[str, float], per_seed: list[dict[str, float]]) -> None:
+        """One chunk's record (and per-seed records) to every enabled output."""
+        self.last = record
+        step = int(record["step"])
+        if self._writer is not None:
+            self._writer.log(record)
+        if self._seed_writer is not None:
+            for seed, seed_record in zip(self.cfg.arch.seeds, per_seed, strict=True):
+                self._seed_writer.log({"step": step, "seed": seed, **seed_record})
+        if self._wandb is not None:
+            data = dict(record)
+            if per_seed and self.cfg.logger.wandb.per_seed:
+                for k, seed_record in enumerate(per_seed):
+                    data.update({f"seed_{k}/{name}": v for name, v in seed_record.items()})
+            self._wandb.log(data, step)
+        self.progress.update(step, record)
+
+    def checkpoint(self, chunk: int, tree: Any, host: Any, stopping: bool) -> None:
+        """Save checkpoint ``chunk`` (chunks done) of ``tree`` with the host-loop state ``host``
+        (a dataclass) when due: every ``checkpoint.every`` chunks, after the last, or when
+        ``stopping``."""
+        ck = self.cfg.checkpoint
+        last = chunk == self.cfg.arch.num_evaluations
+        due = ck.enabled and (chunk % ck.every == 0 or last)
+        if self.checkpointer is not None and (due or stopping):
+            eval_return = self.last.get("eval/episode_return")
+            self.checkpointer.save(chunk, tree, asdict(host), eval_return=eval_return)
+
+    def finish(self, ok: bool, best_eval_return: float | None) -> dict[str, float]:
+        """Close every output (W&B gets the final summary when ``ok``), plot the learning curve
+        and return the last record (of the metrics file when this process wrote none)."""
+        self.progress.__exit__(None, None, None)
+        for writer in (self._writer, self._seed_writer):
+            if writer is not None:
+                writer.close()
+        if self.checkpointer is not None:
+            self.checkpointer.close()
+        if self._wandb is not None:
+            if ok and self.last:
+                self._wandb.summary(
+                    {
+                        "final/eval_return": self.last.get("eval/episode_return"),
+                        "best/eval_return": best_eval_return,
+                        "final/step": self.last.get("step"),
+                    }
+                )
+            self._wandb.finish(0 if ok else 1)
+        if not ok:
+            return self.last
+        record = self.last or last_record(self.run_dir / METRICS_FILE)
+        if self._writer is not None and self.cfg.logger.plot:
+            from stoixlite.tracking.plots import plot_learning_curve
+
+            metrics = self.run_dir / METRICS_FILE
+            plot_learning_curve(metrics, self.run_dir / "learning_curve.png", self.cfg.name)
+        return record
