@@ -19,8 +19,6 @@ Prints a markdown table and writes JSON (``--out``)::
 from __future__ import annotations
 
 import argparse
-import importlib
-import inspect
 import json
 import platform
 import subprocess
@@ -30,7 +28,7 @@ import warnings
 import jax
 import jax.numpy as jnp
 
-from stoixlite.envs.registry import available_envs, make
+from stoixlite.envs.registry import available_envs, env_spec, make
 from stoixlite.envs.types import Discrete
 from stoixlite.envs.wrappers import ENV_AXIS, AutoResetWrapper, VmapWrapper
 
@@ -75,13 +73,8 @@ def bench_jax(name: str, difficulty: str, num_envs: int, steps: int, repeats: in
 
 
 def reference_class(name: str, difficulty: str):
-    """popgym's ``<Name><Difficulty>`` class for the port ``popgym/<module name>``."""
-    module = importlib.import_module(f"popgym.envs.{name.split('/', 1)[1]}")
-    suffix = difficulty.capitalize()
-    for attr, obj in vars(module).items():
-        if inspect.isclass(obj) and attr.endswith(suffix) and obj.__module__ == module.__name__:
-            return obj
-    raise LookupError(f"no {suffix} class in {module.__name__}")
+    """The popgym class the port ``name`` declares as its reference, at ``difficulty``."""
+    return env_spec(name).reference.popgym_class(difficulty)
 
 
 def bench_reference(name: str, difficulty: str, ref_steps: int) -> dict:

@@ -5,10 +5,11 @@ from ``<run dir>/checkpoints`` (``--checkpoint latest`` by default, or ``best`` 
 plays ``--episodes`` episodes (one per eval env) with greedy actions, or sampled ones with
 ``--sampled``. With several seeds trained together (``arch.num_seeds``) every seed is evaluated.
 
-``--reference`` (POPGym envs only) also plays the trained JAX policy on the original ``popgym``
-(numpy) environment, stepped from Python: observations are encoded exactly like the port
-(``encode_obs`` of the port module), augmented like the training wrappers when ``env.obs_augment``
-is on (previous action one-hot + is-first flag), and the memory is reset at each episode start.
+``--reference`` (envs whose registration declares a reference: every POPGym port) also plays the
+trained JAX policy on the original (numpy) environment, stepped from Python: observations are
+encoded exactly like the port (the declared :class:`~stoixlite.envs.popgym.reference.
+PopgymReference`), augmented like the training wrappers when ``env.obs_augment`` is on (previous
+action one-hot + is-first flag), and the memory is reset at each episode start.
 Both returns are printed side by side: a policy learned on the port should score the same on the
 reference.
 """
@@ -16,8 +17,6 @@ reference.
 from __future__ import annotations
 
 import argparse
-import importlib
-import inspect
 import logging
 import sys
 from functools import partial
@@ -28,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from stoixlite.envs.registry import env_spec
 from stoixlite.envs.types import FIRST, MID, TimeStep
 from stoixlite.ppo.evaluate import make_evaluator
 from stoixlite.ppo.rollout import act
@@ -53,41 +53,18 @@ def evaluate_port(run: Run, params: Any, episodes: int, greedy: bool, seed: int)
 # --------------------------------------------------------------------------------------------
 
 
-def popgym_reference_class(env_name: str, difficulty: str | None) -> type:
-    """The ``popgym`` class of a port, e.g. ``popgym/repeat_previous`` + easy ->
-    ``popgym.envs.repeat_previous.RepeatPreviousEasy`` (matched case-insensitively)."""
-    suite, _, name = env_name.partition("/")
-    if suite != "popgym":
-        raise ValueError(f"--reference needs a popgym env, got {env_name!r}")
-    module = importlib.import_module(f"popgym.envs.{name}")
-    wanted = (name.replace("_", "") + (difficulty or "")).lower()
-    for attr in dir(module):
-        obj = getattr(module, attr)
-        if isinstance(obj, type) and attr.lower() == wanted:
-            return obj
-    raise ValueError(f"no popgym class for {env_name!r} at difficulty {difficulty!r}")
-
-
-def port_obs_encoder(port_env: Any) -> Any:
-    """``encode(popgym_obs) -> float32 [D]`` of the port module; extra parameters of its
-    ``encode_obs`` (e.g. ``num_categories``) are taken from the port env's attributes."""
-    module = importlib.import_module(type(port_env).__module__)
-    encode = module.encode_obs
-    params = list(inspect.signature(encode).parameters)[1:]
-    kwargs = {p: getattr(port_env, p) for p in params if hasattr(port_env, p)}
-    return lambda obs: np.asarray(encode(obs, **kwargs), np.float32).reshape(-1)
-
-
 def evaluate_reference(run: Run, params: Any, episodes: int, greedy: bool, seed: int) -> np.ndarray:
-    """Returns ``[episodes]`` of the JAX policy on the original popgym env (episode i reset with
-    ``seed + i``), all episodes stepped in lockstep with one batched policy call per step."""
+    """Returns ``[episodes]`` of the JAX policy on the original env the port reproduces, as its
+    registration declares it (episode i reset with ``seed + i``), all episodes stepped in lockstep
+    with one batched policy call per step."""
     cfg = run.config
-    cls = popgym_reference_class(cfg.env.name, cfg.env.difficulty)
+    reference = env_spec(cfg.env.name).reference
+    if reference is None:
+        raise ValueError(f"--reference: {cfg.env.name} declares no reference implementation")
     port = run.env.unwrapped
-    encode = port_obs_encoder(port)
     space = run.env.action_space
-    augment = cfg.env.obs_augment
-    envs = [cls() for _ in range(episodes)]
+    envs = [reference.make(cfg.env.difficulty) for _ in range(episodes)]
+    encode = reference.encoder(port, envs[0])
     obs = [env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]
     policy = jax.jit(partial(act, run.network.apply), static_argnames="greedy")
 
@@ -106,7 +83,7 @@ def evaluate_reference(run: Run, params: Any, episodes: int, greedy: bool, seed:
     max_steps = int(port.max_episode_steps or cfg.arch.eval_max_steps)
     for t in range(max_steps):
         x = np.stack([encode(o) for o in obs])
-        if augment:
+        if cfg.env.obs_augment:
             first = np.full((episodes, 1), 1.0 if t == 0 else 0.0, np.float32)
             x = np.concatenate([x, prev_action, first], axis=1)
         key, act_key = jax.random.split(key)
@@ -117,8 +94,7 @@ def evaluate_reference(run: Run, params: Any, episodes: int, greedy: bool, seed:
         for i, env in enumerate(envs):
             if done[i]:
                 continue
-            a = int(action[i]) if isinstance(space, Discrete) else action[i]
-            obs[i], reward, terminated, truncated, _ = env.step(a)
+            obs[i], reward, terminated, truncated, _ = env.step(reference.action(port, action[i]))
             returns[i] += float(reward)
             prev_action[i] = encode_action(action[i])
             done[i] = terminated or truncated

@@ -39,7 +39,6 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-import gymnasium as gym
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -48,6 +47,7 @@ import yaml
 
 from stoixlite.envs.popgym import DIFFICULTIES
 from stoixlite.envs.popgym.cards import deal_order_from_popgym
+from stoixlite.envs.popgym.reference import encode_space  # noqa: F401 (re-exported to the tests)
 from stoixlite.envs.types import FIRST, LAST, Environment, TimeStep
 
 StateFromRef = Callable[[Environment, Any], tuple[Any, TimeStep]]
@@ -96,33 +96,6 @@ class EpisodeRecord:
     @property
     def ref_done(self) -> bool:
         return bool(self.ref_terminated[-1] or self.ref_truncated[-1])
-
-
-def encode_space(space: gym.Space, obs: Any) -> np.ndarray:
-    """Generic float32 encoding of a popgym observation from its gymnasium ``space``.
-
-    Discrete(n) -> one-hot [n]; MultiDiscrete(nvec) -> concatenated one-hots (row-major);
-    MultiBinary/Box -> flattened values; Tuple -> concatenation of the encoded parts.
-    """
-    if isinstance(space, gym.spaces.Discrete):
-        out = np.zeros(int(space.n), np.float32)
-        out[int(obs) - int(space.start)] = 1.0
-        return out
-    if isinstance(space, gym.spaces.MultiDiscrete):
-        values = np.asarray(obs).reshape(-1) - np.asarray(space.start).reshape(-1)
-        return np.concatenate(
-            [
-                np.eye(int(n), dtype=np.float32)[v]
-                for n, v in zip(space.nvec.reshape(-1), values, strict=True)
-            ]
-        )
-    if isinstance(space, (gym.spaces.Box, gym.spaces.MultiBinary)):
-        return np.asarray(obs, np.float32).reshape(-1)
-    if isinstance(space, gym.spaces.Tuple):
-        return np.concatenate(
-            [encode_space(sub, o) for sub, o in zip(space.spaces, obs, strict=True)]
-        )
-    raise TypeError(f"unsupported observation space {space}")
 
 
 def random_actions(n: int) -> ActionsFn:

@@ -1,61 +1,76 @@
-"""Environment registry: create any shipped environment by name, e.g. ``gymnax/CartPole-v1``.
+"""Environment registry: create any registered environment by name, e.g. ``gymnax/CartPole-v1``.
 
-Factories register with ``@register_env("suite/name")`` and take keyword arguments (for POPGym,
-``difficulty``). Modules under ``stoixlite/envs/popgym`` and the gymnax adapter are imported on
-first use, so a new env only needs its own file and ``configs/env/<suite>/<name>.yaml``.
+A registration declares everything the rest of stoixlite reads about an env::
+
+    @register_env("<suite>/<name>", difficulties=TABLE, reference=REFERENCE)
+    def make_my_env(difficulty: str = "easy", **kwargs) -> Environment: ...
+
+* the name's prefix is the env's *suite* (``popgym``, ``gymnax``, ...);
+* ``difficulties``: the difficulty table (its keys are the allowed ``env.difficulty`` values and
+  the factory takes ``difficulty=``), or nothing for an env without levels (``env.difficulty``
+  must then be null);
+* ``reference``: for ports, the original implementation the port reproduces (for popgym ports a
+  :class:`~stoixlite.envs.popgym.reference.PopgymReference`), read by ``evaluate --reference``.
+
+Every module under ``stoixlite/envs`` is imported on first use (:class:`stoixlite.registry.
+Registry`), so a new env, or a whole new suite folder, needs only its own files and
+``configs/env/<suite>/<name>.yaml``.
 """
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from stoixlite.envs.types import Environment
+from stoixlite.registry import Registry
 
 EnvFactory = Callable[..., Environment]
-_REGISTRY: dict[str, EnvFactory] = {}
-_DISCOVERED = False
-_PACKAGES = ("stoixlite.envs.popgym",)
-_MODULES = ("stoixlite.envs.gymnax_adapter",)
 
 
-def register_env(*names: str) -> Callable[[EnvFactory], EnvFactory]:
-    """Decorator registering an env factory (a class or function returning an Environment)."""
+@dataclass(frozen=True)
+class EnvSpec:
+    """The declaration of one registered env."""
+
+    name: str  # "<suite>/<env>"
+    factory: EnvFactory
+    difficulties: tuple[str, ...] = ()  # allowed difficulty levels (empty: none)
+    reference: Any = None  # the original the env ports (suite-specific), if any
+
+    @property
+    def suite(self) -> str:
+        return self.name.split("/", 1)[0]
+
+
+ENVS: Registry[EnvSpec] = Registry("env", ["stoixlite.envs"])
+
+
+def register_env(
+    *names: str, difficulties: Iterable[str] = (), reference: Any = None
+) -> Callable[[EnvFactory], EnvFactory]:
+    """Decorator registering an env factory (a class or function returning an Environment)
+    under ``names``, with its difficulty levels (any iterable of names, e.g. the difficulty
+    table) and its reference (see the module docstring)."""
 
     def wrap(factory: EnvFactory) -> EnvFactory:
         for name in names:
-            if name in _REGISTRY and _REGISTRY[name] is not factory:
-                raise ValueError(f"environment {name!r} registered twice")
-            _REGISTRY[name] = factory
+            ENVS.add(name, EnvSpec(name, factory, tuple(difficulties), reference))
         return factory
 
     return wrap
 
 
-def _discover() -> None:
-    global _DISCOVERED
-    if _DISCOVERED:
-        return
-    _DISCOVERED = True
-    for module in _MODULES:
-        importlib.import_module(module)
-    for package_name in _PACKAGES:
-        package = importlib.import_module(package_name)
-        for info in pkgutil.iter_modules(package.__path__):
-            importlib.import_module(f"{package_name}.{info.name}")
-
-
 def available_envs() -> list[str]:
     """Sorted names of every registered environment."""
-    _discover()
-    return sorted(_REGISTRY)
+    return ENVS.names()
+
+
+def env_spec(name: str) -> EnvSpec:
+    """The declaration of env ``name`` (``KeyError`` listing the choices if unknown)."""
+    return ENVS.get(name)
 
 
 def make(name: str, **kwargs: Any) -> Environment:
     """Create the raw (unwrapped, unbatched) environment ``name``."""
-    _discover()
-    if name not in _REGISTRY:
-        raise KeyError(f"unknown env {name!r}; choose one of {available_envs()}")
-    return _REGISTRY[name](**kwargs)
+    return env_spec(name).factory(**kwargs)

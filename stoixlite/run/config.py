@@ -442,9 +442,9 @@ def _network(errors: _Errors, given: Any) -> NetworkConfig | None:
 
 
 def _check_env(errors: _Errors, env: EnvConfig) -> None:
-    from stoixlite.envs.popgym import DIFFICULTIES
+    from stoixlite.envs.registry import env_spec
 
-    levels = DIFFICULTIES if env.name.startswith("popgym/") else ()
+    levels = env_spec(env.name).difficulties
     if levels and env.difficulty not in levels:
         errors.add("env.difficulty", env.difficulty, f"choose one of {list(levels)}")
     elif not levels and env.difficulty is not None:

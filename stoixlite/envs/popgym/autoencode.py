@@ -39,6 +39,7 @@ from stoixlite.envs.popgym.cards import (
     shuffled_deck,
     suit_of,
 )
+from stoixlite.envs.popgym.reference import PopgymReference
 from stoixlite.envs.registry import register_env
 from stoixlite.envs.types import Box, Discrete, Environment, TimeStep, restart, transition
 
@@ -110,7 +111,11 @@ def encode_obs(popgym_obs) -> np.ndarray:
     return np.concatenate([one_hot_np(mode, 2), one_hot_np(suit, NUM_SUITS)])
 
 
-@register_env("popgym/autoencode")
+@register_env(
+    "popgym/autoencode",
+    difficulties=DIFFICULTY_PARAMS,
+    reference=PopgymReference("autoencode", "Autoencode", encode_obs),
+)
 def make_autoencode(difficulty: str = "easy") -> Autoencode:
     """Autoencode at ``difficulty`` (easy | medium | hard)."""
     return Autoencode(**select_difficulty(difficulty, DIFFICULTY_PARAMS))

@@ -37,6 +37,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from stoixlite.envs.popgym import select_difficulty
+from stoixlite.envs.popgym.reference import PopgymReference
 from stoixlite.envs.registry import register_env
 from stoixlite.envs.types import Box, Discrete, Environment, TimeStep, restart, transition
 
@@ -143,7 +144,11 @@ class Battleship(Environment[BattleshipState]):
         return jnp.argmax((state.board & ~state.guesses).reshape(-1)).astype(jnp.int32)
 
 
-@register_env("popgym/battleship")
+@register_env(
+    "popgym/battleship",
+    difficulties=DIFFICULTY_PARAMS,
+    reference=PopgymReference("battleship", "Battleship", grid_width=lambda env: env.board_size),
+)
 def make_battleship(difficulty: str = "easy") -> Battleship:
     """Battleship at ``difficulty`` (easy | medium | hard)."""
     return Battleship(**select_difficulty(difficulty, DIFFICULTY_PARAMS))

@@ -41,6 +41,7 @@ from flax import struct
 
 from stoixlite.envs.popgym import select_difficulty
 from stoixlite.envs.popgym.cards import DECK_SIZE, one_hot, select_category, shuffled_deck
+from stoixlite.envs.popgym.reference import PopgymReference
 from stoixlite.envs.registry import register_env
 from stoixlite.envs.types import Box, Discrete, Environment, TimeStep, restart, transition
 
@@ -130,7 +131,11 @@ def encode_obs(popgym_obs, num_categories: int) -> np.ndarray:
     return np.eye(num_categories + 1, dtype=np.float32)[values].reshape(-1)
 
 
-@register_env("popgym/concentration")
+@register_env(
+    "popgym/concentration",
+    difficulties=DIFFICULTY_PARAMS,
+    reference=PopgymReference("concentration", "Concentration", encode_obs),
+)
 def make_concentration(difficulty: str = "easy") -> Concentration:
     """Concentration at ``difficulty`` (easy | medium | hard)."""
     return Concentration(**select_difficulty(difficulty, DIFFICULTY_PARAMS))

@@ -38,6 +38,7 @@ from stoixlite.envs.popgym.cards import (
     select_category,
     shuffled_deck,
 )
+from stoixlite.envs.popgym.reference import PopgymReference
 from stoixlite.envs.registry import register_env
 from stoixlite.envs.types import Box, Discrete, Environment, TimeStep, restart, transition
 
@@ -118,7 +119,11 @@ def encode_obs(popgym_obs, num_categories: int) -> np.ndarray:
     return np.concatenate([one_hot_np(value, num_categories), one_hot_np(query, num_categories)])
 
 
-@register_env("popgym/count_recall")
+@register_env(
+    "popgym/count_recall",
+    difficulties=DIFFICULTY_PARAMS,
+    reference=PopgymReference("count_recall", "CountRecall", encode_obs),
+)
 def make_count_recall(difficulty: str = "easy") -> CountRecall:
     """CountRecall at ``difficulty`` (easy | medium | hard)."""
     return CountRecall(**select_difficulty(difficulty, DIFFICULTY_PARAMS))

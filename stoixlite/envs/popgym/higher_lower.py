@@ -28,6 +28,7 @@ import numpy as np
 
 from stoixlite.envs.popgym import select_difficulty
 from stoixlite.envs.popgym.cards import NUM_RANKS, DealtDeckEnv, DeckState, one_hot_np, rank_of
+from stoixlite.envs.popgym.reference import PopgymReference
 from stoixlite.envs.registry import register_env
 from stoixlite.envs.types import Discrete, TimeStep, transition
 
@@ -63,7 +64,11 @@ def encode_obs(popgym_obs) -> np.ndarray:
     return one_hot_np(popgym_obs, NUM_RANKS)
 
 
-@register_env("popgym/higher_lower")
+@register_env(
+    "popgym/higher_lower",
+    difficulties=DIFFICULTY_PARAMS,
+    reference=PopgymReference("higher_lower", "HigherLower", encode_obs),
+)
 def make_higher_lower(difficulty: str = "easy") -> HigherLower:
     """HigherLower at ``difficulty`` (easy | medium | hard)."""
     return HigherLower(**select_difficulty(difficulty, DIFFICULTY_PARAMS))

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 
 from stoixlite.envs.popgym import select_difficulty
 from stoixlite.envs.popgym.labyrinth import DIFFICULTY_PARAMS, GOAL, MazeEnv, MazeState
+from stoixlite.envs.popgym.reference import PopgymReference
 from stoixlite.envs.registry import register_env
 
 
@@ -36,7 +37,11 @@ class LabyrinthEscape(MazeEnv):
         return reward, at_goal
 
 
-@register_env("popgym/labyrinth_escape")
+@register_env(
+    "popgym/labyrinth_escape",
+    difficulties=DIFFICULTY_PARAMS,
+    reference=PopgymReference("labyrinth_escape", "LabyrinthEscape"),
+)
 def make_labyrinth_escape(difficulty: str = "easy") -> LabyrinthEscape:
     """LabyrinthEscape at ``difficulty`` (easy | medium | hard)."""
     return LabyrinthEscape(**select_difficulty(difficulty, DIFFICULTY_PARAMS))

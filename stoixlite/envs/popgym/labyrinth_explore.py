@@ -19,6 +19,7 @@ import jax.numpy as jnp
 
 from stoixlite.envs.popgym import select_difficulty
 from stoixlite.envs.popgym.labyrinth import DIFFICULTY_PARAMS, OBSTACLE, MazeEnv, MazeState
+from stoixlite.envs.popgym.reference import PopgymReference
 from stoixlite.envs.registry import register_env
 
 
@@ -31,7 +32,11 @@ class LabyrinthExplore(MazeEnv):
         return reward, explored_all
 
 
-@register_env("popgym/labyrinth_explore")
+@register_env(
+    "popgym/labyrinth_explore",
+    difficulties=DIFFICULTY_PARAMS,
+    reference=PopgymReference("labyrinth_explore", "LabyrinthExplore"),
+)
 def make_labyrinth_explore(difficulty: str = "easy") -> LabyrinthExplore:
     """LabyrinthExplore at ``difficulty`` (easy | medium | hard)."""
     return LabyrinthExplore(**select_difficulty(difficulty, DIFFICULTY_PARAMS))

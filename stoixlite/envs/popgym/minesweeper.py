@@ -30,6 +30,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from stoixlite.envs.popgym import select_difficulty
+from stoixlite.envs.popgym.reference import PopgymReference
 from stoixlite.envs.registry import register_env
 from stoixlite.envs.types import Box, Discrete, Environment, TimeStep, restart, transition
 
@@ -110,7 +111,11 @@ class MineSweeper(Environment[MineSweeperState]):
         return jnp.argmax((~state.mines & ~state.viewed).reshape(-1)).astype(jnp.int32)
 
 
-@register_env("popgym/minesweeper")
+@register_env(
+    "popgym/minesweeper",
+    difficulties=DIFFICULTY_PARAMS,
+    reference=PopgymReference("minesweeper", "MineSweeper", grid_width=lambda env: env.dims[1]),
+)
 def make_minesweeper(difficulty: str = "easy") -> MineSweeper:
     """MineSweeper at ``difficulty`` (easy | medium | hard)."""
     return MineSweeper(**select_difficulty(difficulty, DIFFICULTY_PARAMS))

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from stoixlite.envs.popgym import select_difficulty
+from stoixlite.envs.popgym.reference import PopgymReference
 from stoixlite.envs.registry import register_env
 from stoixlite.envs.types import Box, Discrete, Environment, TimeStep, restart, transition
 
@@ -94,7 +95,11 @@ class MultiarmedBandit(Environment[BanditState]):
         return jnp.argmax(state.probs).astype(jnp.int32)
 
 
-@register_env("popgym/multiarmed_bandit")
+@register_env(
+    "popgym/multiarmed_bandit",
+    difficulties=DIFFICULTY_PARAMS,
+    reference=PopgymReference("multiarmed_bandit", "MultiarmedBandit"),
+)
 def make_multiarmed_bandit(difficulty: str = "easy") -> MultiarmedBandit:
     """MultiarmedBandit at ``difficulty`` (easy | medium | hard)."""
     return MultiarmedBandit(**select_difficulty(difficulty, DIFFICULTY_PARAMS))

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 from stoixlite.envs.popgym import select_difficulty
 from stoixlite.envs.popgym.control import NoisyObservation
 from stoixlite.envs.popgym.position_only_cartpole import PositionOnlyCartPole
+from stoixlite.envs.popgym.reference import PopgymReference
 from stoixlite.envs.registry import register_env
 
 DIFFICULTY_PARAMS = {
@@ -36,7 +37,11 @@ class NoisyPositionOnlyCartPole(NoisyObservation, PositionOnlyCartPole):
     """JAX port of ``popgym.envs.noisy_position_only_cartpole.NoisyPositionOnlyCartPole``."""
 
 
-@register_env("popgym/noisy_position_only_cartpole")
+@register_env(
+    "popgym/noisy_position_only_cartpole",
+    difficulties=DIFFICULTY_PARAMS,
+    reference=PopgymReference("noisy_position_only_cartpole", "NoisyPositionOnlyCartPole"),
+)
 def make_noisy_position_only_cartpole(
     difficulty: str = "easy", physics_dtype=jnp.float32
 ) -> NoisyPositionOnlyCartPole:

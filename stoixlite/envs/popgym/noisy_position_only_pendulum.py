@@ -20,6 +20,7 @@ import jax.numpy as jnp
 from stoixlite.envs.popgym import select_difficulty
 from stoixlite.envs.popgym.control import NoisyObservation
 from stoixlite.envs.popgym.position_only_pendulum import PositionOnlyPendulum
+from stoixlite.envs.popgym.reference import PopgymReference
 from stoixlite.envs.registry import register_env
 
 DIFFICULTY_PARAMS = {
@@ -33,7 +34,11 @@ class NoisyPositionOnlyPendulum(NoisyObservation, PositionOnlyPendulum):
     """JAX port of ``popgym.envs.noisy_position_only_pendulum.NoisyPositionOnlyPendulum``."""
 
 
-@register_env("popgym/noisy_position_only_pendulum")
+@register_env(
+    "popgym/noisy_position_only_pendulum",
+    difficulties=DIFFICULTY_PARAMS,
+    reference=PopgymReference("noisy_position_only_pendulum", "NoisyPositionOnlyPendulum"),
+)
 def make_noisy_position_only_pendulum(
     difficulty: str = "easy", physics_dtype=jnp.float32
 ) -> NoisyPositionOnlyPendulum:

@@ -40,6 +40,7 @@ import numpy as np
 
 from stoixlite.envs.popgym import select_difficulty
 from stoixlite.envs.popgym.control import PhysicsEnv, PhysicsState
+from stoixlite.envs.popgym.reference import PopgymReference
 from stoixlite.envs.registry import register_env
 from stoixlite.envs.types import Box, Discrete
 
@@ -146,7 +147,11 @@ def balancing_action(physics) -> jax.Array:
     return (theta + 0.5 * theta_dot + 0.05 * x + 0.1 * x_dot > 0) * 1
 
 
-@register_env("popgym/position_only_cartpole")
+@register_env(
+    "popgym/position_only_cartpole",
+    difficulties=DIFFICULTY_PARAMS,
+    reference=PopgymReference("position_only_cartpole", "PositionOnlyCartPole"),
+)
 def make_position_only_cartpole(
     difficulty: str = "easy", physics_dtype=jnp.float32
 ) -> PositionOnlyCartPole:

@@ -37,6 +37,7 @@ import jax.numpy as jnp
 
 from stoixlite.envs.popgym import select_difficulty
 from stoixlite.envs.popgym.control import PhysicsEnv, PhysicsState
+from stoixlite.envs.popgym.reference import PopgymReference
 from stoixlite.envs.registry import register_env
 from stoixlite.envs.types import Box
 
@@ -107,7 +108,11 @@ class PositionOnlyPendulum(PhysicsEnv):
         return physics, self.reward_transform(costs), False
 
 
-@register_env("popgym/position_only_pendulum")
+@register_env(
+    "popgym/position_only_pendulum",
+    difficulties=DIFFICULTY_PARAMS,
+    reference=PopgymReference("position_only_pendulum", "PositionOnlyPendulum"),
+)
 def make_position_only_pendulum(
     difficulty: str = "easy", physics_dtype=jnp.float32
 ) -> PositionOnlyPendulum:

@@ -27,6 +27,7 @@ import numpy as np
 
 from stoixlite.envs.popgym import select_difficulty
 from stoixlite.envs.popgym.cards import NUM_SUITS, DealtDeckEnv, DeckState, one_hot_np, suit_of
+from stoixlite.envs.popgym.reference import PopgymReference
 from stoixlite.envs.registry import register_env
 from stoixlite.envs.types import Discrete, TimeStep, transition
 
@@ -68,7 +69,11 @@ def encode_obs(popgym_obs) -> np.ndarray:
     return one_hot_np(popgym_obs, NUM_SUITS)
 
 
-@register_env("popgym/repeat_previous")
+@register_env(
+    "popgym/repeat_previous",
+    difficulties=DIFFICULTY_PARAMS,
+    reference=PopgymReference("repeat_previous", "RepeatPrevious", encode_obs),
+)
 def make_repeat_previous(difficulty: str = "easy") -> RepeatPrevious:
     """RepeatPrevious at ``difficulty`` (easy | medium | hard)."""
     return RepeatPrevious(**select_difficulty(difficulty, DIFFICULTY_PARAMS))

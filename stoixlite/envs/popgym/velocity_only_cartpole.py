@@ -19,6 +19,7 @@ import jax.numpy as jnp
 
 from stoixlite.envs.popgym import select_difficulty
 from stoixlite.envs.popgym.position_only_cartpole import DIFFICULTY_PARAMS, PositionOnlyCartPole
+from stoixlite.envs.popgym.reference import PopgymReference
 from stoixlite.envs.registry import register_env
 
 
@@ -31,7 +32,11 @@ class VelocityOnlyCartPole(PositionOnlyCartPole):
         return physics[jnp.array([1, 3])].astype(jnp.float32)
 
 
-@register_env("popgym/velocity_only_cartpole")
+@register_env(
+    "popgym/velocity_only_cartpole",
+    difficulties=DIFFICULTY_PARAMS,
+    reference=PopgymReference("velocity_only_cartpole", "VelocityOnlyCartPole"),
+)
 def make_velocity_only_cartpole(
     difficulty: str = "easy", physics_dtype=jnp.float32
 ) -> VelocityOnlyCartPole:

@@ -10,21 +10,21 @@ is consumed. The returned carry is the state after step T-1. The carry may be an
 
 Adding a model: create ``stoixlite/networks/memory/<name>.py`` defining a module decorated with
 ``@register_memory("<name>")`` and ``configs/network/<name>.yaml``. Nothing else changes: the
-registry imports every module of this package on first use.
+registry (:class:`stoixlite.registry.Registry`) imports every module of this package on first
+use.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import pkgutil
 from collections.abc import Callable
 from typing import Any
 
 import flax.linen as nn
 
-_REGISTRY: dict[str, type[nn.Module]] = {}
-_DISCOVERED = False
+from stoixlite.registry import Registry
+
+MEMORIES: Registry[type[nn.Module]] = Registry("memory model", [__name__])
 
 
 def register_memory(*names: str) -> Callable[[type[nn.Module]], type[nn.Module]]:
@@ -32,35 +32,20 @@ def register_memory(*names: str) -> Callable[[type[nn.Module]], type[nn.Module]]
 
     def wrap(cls: type[nn.Module]) -> type[nn.Module]:
         for name in names:
-            if name in _REGISTRY and _REGISTRY[name] is not cls:
-                raise ValueError(f"memory model {name!r} registered twice")
-            _REGISTRY[name] = cls
+            MEMORIES.add(name, cls)
         return cls
 
     return wrap
 
 
-def _discover() -> None:
-    global _DISCOVERED
-    if _DISCOVERED:
-        return
-    for info in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{info.name}")
-    _DISCOVERED = True
-
-
 def available_memories() -> list[str]:
     """Sorted names of every registered memory model."""
-    _discover()
-    return sorted(_REGISTRY)
+    return MEMORIES.names()
 
 
 def memory_class(name: str) -> type[nn.Module]:
     """The module class registered under ``name`` (raises ``KeyError`` listing the choices)."""
-    _discover()
-    if name not in _REGISTRY:
-        raise KeyError(f"unknown memory model {name!r}; choose one of {available_memories()}")
-    return _REGISTRY[name]
+    return MEMORIES.get(name)
 
 
 def memory_fields(name: str) -> set[str]:
@@ -72,7 +57,7 @@ def memory_fields(name: str) -> set[str]:
 def build_memory(name: str, **kwargs: Any) -> nn.Module:
     """Instantiate memory model ``name``, passing only the keywords it accepts.
 
-    Unaccepted keys are ignored here (the config validator reports keys nobody accepts).
+    Unaccepted keys are ignored here (the config parser reports keys nobody accepts).
     ``parent=None`` may be passed to build a detached module (e.g. for ``initialize_carry``).
     """
     cls = memory_class(name)
