@@ -159,6 +159,17 @@ def _validate_arch_system(cfg: DictConfig) -> None:
         bptt,
         f"must be 0 (whole rollout) or a divisor of system.rollout_length={rollout}",
     )
+    burn_in = OmegaConf.select(cfg, "system.burn_in", default=0)
+    _require(
+        isinstance(burn_in, int)
+        and not isinstance(burn_in, bool)
+        and burn_in >= 0
+        and (burn_in == 0 or 0 < bptt < rollout and burn_in <= bptt),
+        "system.burn_in",
+        burn_in,
+        f"must be 0, or at most system.bptt_length={bptt} with 0 < bptt_length < "
+        f"system.rollout_length={rollout} (burn-in precedes BPTT chunks)",
+    )
     steps_per_update = num_envs * rollout
     num_updates = cfg.arch.total_timesteps // steps_per_update
     _require(
@@ -217,4 +228,5 @@ def ppo_config(cfg: DictConfig) -> PPOConfig:
         normalize_advantages=bool(s.normalize_advantages),
         num_updates=updates_per_chunk * a.num_evaluations,
         updates_per_chunk=updates_per_chunk,
+        burn_in=int(s.get("burn_in", 0) or 0),
     )
