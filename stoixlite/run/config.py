@@ -15,9 +15,9 @@ per error (:class:`ConfigError`), each ``<key>=<value> is invalid: <what is allo
 
 Adding a key is one line in one dataclass: a typed field, with :func:`rule` for its constraint
 and a default when configs written before the key existed should still parse (e.g.
-``burn_in: int = rule(AT_LEAST_0, default=0)`` in :class:`SystemConfig`). The ``network`` group
-is flat in YAML: the actor-critic's keys are the fields of :class:`NetworkConfig`, every other key
-belongs to the memory model and is typed by that model's own dataclass fields.
+``burn_in: int = rule(NON_NEGATIVE_INT, default=0)`` in :class:`SystemConfig`). The ``network``
+group is flat in YAML: the actor-critic's keys are the fields of :class:`NetworkConfig`, every
+other key belongs to the memory model and is typed by that model's own dataclass fields.
 """
 
 from __future__ import annotations
@@ -160,6 +160,7 @@ class SystemConfig:
     adam_eps: float = rule(POSITIVE)
     normalize_advantages: bool
     rollout_unroll: int = rule(POSITIVE_INT, default=1)
+    burn_in: int = rule(NON_NEGATIVE_INT, default=0)  # R2D2 burn-in before each BPTT chunk
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -180,7 +181,11 @@ class NetworkConfig:
 # Keys of the `network` group read by the actor-critic; every other key is the memory model's.
 ACTOR_CRITIC_KEYS = tuple(f.name for f in dataclasses.fields(NetworkConfig) if f.name != "memory")
 # Memory keys checked beyond their type (every model has a width).
-_MEMORY_RULES = {"hidden_size": POSITIVE_INT, "scan": choice(_scan_strategies)}
+_MEMORY_RULES = {
+    "hidden_size": POSITIVE_INT,
+    "scan": choice(_scan_strategies),
+    "chrono_period": NON_NEGATIVE,
+}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -469,6 +474,14 @@ def _check_budget(errors: _Errors, run: RunConfig) -> None:
             bptt,
             f"must be 0 (whole rollout) or a divisor of system.rollout_length="
             f"{system.rollout_length}",
+        )
+    rollout = system.rollout_length
+    if system.burn_in and not (0 < bptt < rollout and system.burn_in <= bptt):
+        errors.add(
+            "system.burn_in",
+            system.burn_in,
+            f"must be 0, or at most system.bptt_length={bptt} with 0 < bptt_length < "
+            f"system.rollout_length={rollout} (burn-in precedes BPTT chunks)",
         )
     if arch.total_timesteps // run.steps_per_update < arch.num_evaluations:
         errors.add(

@@ -50,6 +50,31 @@ def stacked_init(base: Initializer, num_blocks: int) -> Initializer:
     return init
 
 
+def gate_bias_init(blocks: tuple[str, ...], chrono_period: float) -> Initializer:
+    """Bias ``[k * H]`` of ``k`` fused gates named ``blocks``: zeros, or chrono init.
+
+    Chrono initialisation (Tallec and Ollivier 2018, "Can recurrent neural networks warp
+    time?", ICLR): with ``chrono_period = T > 1`` the keep gate's bias (block ``"keep"``) is
+    ``log(u)``, ``u ~ U(1, T - 1)``, so unit j starts with a retention time of about ``u_j``
+    steps instead of ~2, and the write gate (block ``"write"``, if any) gets ``-log(u)``.
+    ``chrono_period = 0`` gives zeros (the ``flax.linen`` cells' init).
+    """
+
+    def init(key: Array, shape: tuple[int, ...], dtype: Any = jnp.float32) -> Array:
+        bias = jnp.zeros(shape, dtype)
+        if chrono_period <= 0:
+            return bias
+        h = shape[0] // len(blocks)
+        u = jax.random.uniform(key, (h,), dtype, 1.0, max(chrono_period - 1.0, 1.0 + 1e-6))
+        for name, sign in (("keep", 1.0), ("write", -1.0)):
+            if name in blocks:
+                i = blocks.index(name)
+                bias = bias.at[i * h : (i + 1) * h].set(sign * jnp.log(u))
+        return bias
+
+    return init
+
+
 default_kernel_init = initializers.lecun_normal()
 default_recurrent_init = initializers.orthogonal()
 
