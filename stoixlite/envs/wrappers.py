@@ -167,7 +167,7 @@ class AutoResetState:
 
 
 class AutoResetWrapper(Wrapper):
-    """dm_env-style auto-reset (see DESIGN.md, Environments).
+    """dm_env-style auto-reset (see docs/architecture.md, Environments).
 
     On a step whose inner timestep is LAST the returned timestep keeps ``step_type`` LAST and the
     final transition's ``reward`` and ``discount``, but its ``observation`` is the first

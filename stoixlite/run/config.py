@@ -11,7 +11,8 @@ per error (:class:`ConfigError`), each ``<key>=<value> is invalid: <what is allo
   refuse fractions (``arch.seed=1.5``);
 * an unknown key (also a ``+key`` override) is an error naming the nearest valid key;
 * allowed values come from their owners (the env and memory registries, the activation table,
-  the scan strategies, the W&B modes), never from a list kept here.
+  the scan strategies), never from a list kept here; the W&B modes are declared here, with
+  :class:`WandbConfig`.
 
 Adding a key is one line in one dataclass: a typed field, with :func:`rule` for its constraint
 and a default when configs written before the key existed should still parse (e.g.
@@ -109,12 +110,6 @@ def _scan_strategies() -> list[str]:
     return list(STRATEGIES)
 
 
-def _wandb_modes() -> list[str]:
-    from stoixlite.tracking.wandb_logger import MODES
-
-    return list(MODES)
-
-
 # --------------------------------------------------------------------------------------------
 # The groups
 # --------------------------------------------------------------------------------------------
@@ -165,8 +160,10 @@ class SystemConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class NetworkConfig:
-    """The actor-critic (``configs/network``): its own keys, plus ``memory``, the memory model's
-    keyword arguments (every other key of the group, typed by the model's dataclass fields)."""
+    """The ``network`` group: the actor-critic's keys (``configs/actor_critic/default.yaml``) and
+    ``name``, plus ``memory``, the memory model's keyword arguments (the keys of
+    ``configs/network/<name>.yaml`` and any other key of the group, typed by the model's dataclass
+    fields)."""
 
     name: str = rule(choice(_memory_names))
     embed_size: int = rule(POSITIVE_INT)
@@ -198,6 +195,10 @@ class EnvConfig:
     obs_augment: bool
 
 
+# W&B modes (stoixlite.tracking.wandb_logger resolves "auto" to online or offline).
+WANDB_MODES = ("auto", "online", "offline", "disabled")
+
+
 @dataclass(frozen=True, kw_only=True)
 class WandbConfig:
     """``logger.wandb`` (``configs/logger/wandb.yaml``); ``None`` fields take W&B's defaults."""
@@ -207,7 +208,7 @@ class WandbConfig:
     group: str | None = None  # None: the Hydra sweep directory in a multirun
     tags: tuple[str, ...] = ()
     name: str | None = None  # None: the run name
-    mode: str = rule(choice(_wandb_modes), default="auto")
+    mode: str = rule(choice(lambda: WANDB_MODES), default="auto")
     init_timeout: float = rule(POSITIVE, default=15.0)
     dir: str | None = None
     per_seed: bool = True

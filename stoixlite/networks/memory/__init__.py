@@ -1,6 +1,6 @@
 """Memory models, one file each, discovered automatically.
 
-The memory contract (see docs/architecture.md and DESIGN.md). Every model is a flax linen module::
+The memory contract (see docs/memory_models.md). Every model is a flax linen module::
 
     initialize_carry(batch_size) -> carry            # episode-start state, leading batch axis
     __call__(carry, (x, start)) -> (carry, y)        # x [T, B, F], start [T, B] bool -> y [T, B, H]

@@ -79,16 +79,6 @@ default_kernel_init = initializers.lecun_normal()
 default_recurrent_init = initializers.orthogonal()
 
 
-def reset_tree(start: Array, initial: Any, state: Any) -> Any:
-    """``where(start, initial, state)`` per leaf; ``start [B]`` broadcasts on the right."""
-
-    def pick(i: Array, s: Array) -> Array:
-        flag = start.reshape(start.shape + (1,) * (s.ndim - start.ndim))
-        return jnp.where(flag, i, s)
-
-    return jax.tree_util.tree_map(pick, initial, state)
-
-
 def check_inputs(x: Array, start: Array) -> None:
     """Shape checks for the time-major contract ``x [T, B, F]``, ``start [T, B]``."""
     if x.ndim != 3:

@@ -7,12 +7,18 @@ outputs ``[T, B, hidden_size]`` out of the prefix states and the inputs
 (:meth:`MemoroidCell.readout`). Layer 0 maps ``F -> H``; layers ``i >= 1`` are pre-norm residual
 blocks ``h + cell(LayerNorm(h))`` (as in the LRU/S5 papers' stacks). The carry is a tuple with one
 monoid state per layer; at an episode start each is the monoid identity.
+
+A model declares its cell once: the cell class holds the fields (with defaults) and the identity,
+and the registered stack only names it (``cell = FFMCell``). The stack takes the cell's fields as
+its own (so the config and ``build_memory`` see them), passes them to every layer's cell and asks
+the cell for the identity.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import flax.linen as nn
 import jax
@@ -69,36 +75,51 @@ class MemoroidCell(nn.Module):
 
 
 class MemoroidStack(nn.Module):
-    """Base of every registered memoroid: ``num_layers`` cells, residual + layer norm.
+    """Base of every registered memoroid: ``num_layers`` cells of class :attr:`cell`, residual +
+    layer norm.
 
-    Subclasses set ``make_cell`` (build layer ``i``'s cell) and ``cell_identity``.
-    Contract: ``initialize_carry(B)`` -> tuple of per-layer identities;
-    ``__call__(carry, (x [T, B, F], start [T, B])) -> (carry, y [T, B, hidden_size])``.
+    A subclass sets only ``cell``; the cell's fields (other than ``hidden_size``) become fields of
+    the subclass, with the cell's types and defaults. Contract: ``initialize_carry(B)`` -> tuple
+    of per-layer identities; ``__call__(carry, (x [T, B, F], start [T, B])) -> (carry,
+    y [T, B, hidden_size])``.
     """
 
     hidden_size: int
     num_layers: int = 1
     scan: str = "auto"  # auto | associative | sequential (see scan.resolve_strategy)
+    cell: ClassVar[type[MemoroidCell]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        cell = cls.__dict__.get("cell")
+        if cell is not None:
+            own = dict(cls.__dict__.get("__annotations__", {}))
+            for f in _cell_fields(cell):
+                if f.name == "hidden_size" or f.name in own:
+                    continue
+                if f.default is dataclasses.MISSING:
+                    raise TypeError(f"{cell.__name__}.{f.name} needs a default")
+                own[f.name] = f.type
+                setattr(cls, f.name, f.default)
+            cls.__annotations__ = own
+        super().__init_subclass__(**kwargs)
 
     @nn.nowrap
-    def make_cell(self, layer: int) -> MemoroidCell:
-        raise NotImplementedError
-
-    @nn.nowrap
-    def cell_identity(self, batch_size: int) -> State:
-        raise NotImplementedError
+    def cell_config(self) -> dict[str, Any]:
+        """Keyword arguments of every layer's cell: this stack's values of the cell's fields."""
+        return {f.name: getattr(self, f.name) for f in _cell_fields(self.cell)}
 
     def setup(self) -> None:
         if self.num_layers < 1:
             raise ValueError(f"num_layers must be >= 1, got {self.num_layers}")
         if self.scan not in STRATEGIES:
             raise ValueError(f"unknown scan strategy {self.scan!r}; choose one of {STRATEGIES}")
-        self.cells = [self.make_cell(i) for i in range(self.num_layers)]
+        self.cells = [self.cell(**self.cell_config()) for _ in range(self.num_layers)]
         self.norms = [nn.LayerNorm() for _ in range(self.num_layers - 1)]
 
     @nn.nowrap
     def initialize_carry(self, batch_size: int) -> tuple[State, ...]:
-        return tuple(self.cell_identity(batch_size) for _ in range(self.num_layers))
+        identity = self.cell(**self.cell_config(), parent=None).identity(batch_size)
+        return tuple(identity for _ in range(self.num_layers))
 
     def __call__(
         self, carry: tuple[State, ...], inputs: tuple[Array, Array]
@@ -114,3 +135,8 @@ class MemoroidStack(nn.Module):
             h = y if i == 0 else h + y
             new_carry.append(c)
         return tuple(new_carry), h
+
+
+def _cell_fields(cell: type[MemoroidCell]) -> list[dataclasses.Field]:
+    """The constructor fields of a cell class (flax's ``parent`` and ``name`` excluded)."""
+    return [f for f in dataclasses.fields(cell) if f.init and f.name not in ("parent", "name")]

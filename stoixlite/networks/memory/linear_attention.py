@@ -48,6 +48,8 @@ def _phi(u: Array) -> Array:
 
 
 class LinearAttentionCell(MemoroidCell):
+    """One linear-attention layer; its fields are the model's keys."""
+
     hidden_size: int
     num_heads: int = 4
     key_size: int = 16
@@ -95,20 +97,4 @@ class LinearAttention(MemoroidStack):
     Fields: ``num_heads``, ``key_size`` (d_k), ``eps``, plus ``num_layers`` and ``scan``.
     """
 
-    num_heads: int = 4
-    key_size: int = 16
-    eps: float = 1e-6
-
-    @nn.nowrap
-    def make_cell(self, layer: int) -> LinearAttentionCell:
-        return LinearAttentionCell(
-            hidden_size=self.hidden_size,
-            num_heads=self.num_heads,
-            key_size=self.key_size,
-            eps=self.eps,
-        )
-
-    @nn.nowrap
-    def cell_identity(self, batch_size: int) -> AttnState:
-        dv = self.hidden_size // self.num_heads
-        return attention_identity(batch_size, self.num_heads, self.key_size, dv)
+    cell = LinearAttentionCell
