@@ -86,7 +86,7 @@ def _validate_env(cfg: DictConfig) -> None:
 
 
 def _validate_network(cfg: DictConfig) -> None:
-    from stoixlite.networks.memory import available_memories, memory_fields
+    from stoixlite.networks.memory import available_memories, memory_config_errors, memory_fields
 
     name = OmegaConf.select(cfg, "network.name")
     models = available_memories()
@@ -116,6 +116,8 @@ def _validate_network(cfg: DictConfig) -> None:
             cfg.network[key],
             f"not a parameter of memory model {name!r} (accepted: {sorted(accepted)})",
         )
+    for key, value, allowed in memory_config_errors(name, network_kwargs(cfg.network)):
+        _require(False, f"network.{key}", value, allowed)
     scan = OmegaConf.select(cfg, "network.scan", default=None)
     if scan is not None:
         allowed = ("auto", "associative", "sequential")

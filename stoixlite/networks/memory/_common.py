@@ -70,3 +70,26 @@ def check_inputs(x: Array, start: Array) -> None:
         raise ValueError(f"memory input x must be time-major [T, B, F], got shape {x.shape}")
     if start.shape != x.shape[:2]:
         raise ValueError(f"start flags must have shape [T, B] = {x.shape[:2]}, got {start.shape}")
+
+
+def heads_errors(fields: dict[str, Any], default_heads: int) -> list[tuple[str, Any, str]]:
+    """Config check of multi-head models: ``num_heads`` a positive divisor of ``hidden_size``
+    (as ``(key, value, allowed)`` triples for ``config_errors``)."""
+    heads, width = fields.get("num_heads", default_heads), fields.get("hidden_size")
+    if not (isinstance(heads, int) and not isinstance(heads, bool) and heads >= 1):
+        return [("num_heads", heads, "must be a positive integer")]
+    if isinstance(width, int) and width % heads:
+        return [("num_heads", heads, f"must divide network.hidden_size={width}")]
+    return []
+
+
+def positive_int_errors(
+    fields: dict[str, Any], defaults: dict[str, Any]
+) -> list[tuple[str, Any, str]]:
+    """Config check: each key of ``defaults`` (value from ``fields`` if given) is an int >= 1."""
+    errors = []
+    for key, default in defaults.items():
+        value = fields.get(key, default)
+        if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+            errors.append((key, value, "must be a positive integer"))
+    return errors
