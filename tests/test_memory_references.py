@@ -146,6 +146,145 @@ def positional_mlp_reference(p, n, x, start):
     return n, jnp.stack(ys)
 
 
+# --- matrix memories -------------------------------------------------------------------------
+
+
+def _heads(u, heads):
+    return u.reshape(*u.shape[:-1], heads, u.shape[-1] // heads)
+
+
+def mlstm_reference(p, carry, x, start):
+    """xLSTM mLSTM (Beck et al. 2024, eqs. 19-27) in true (unstabilised) space.
+
+    The carry ``(C^, n^, m, F)`` holds the scaled state; the true state is ``exp(m) C^``. Returns
+    the true ``(C, n)`` and the summed log forget gates ``F`` since the episode start.
+    """
+    c_hat, n_hat, m, f_sum = carry
+    heads = m.shape[-1]
+    c, n = jnp.exp(m)[..., None, None] * c_hat, jnp.exp(m)[..., None] * n_hat
+    ys = []
+    for t in range(x.shape[0]):
+        s = start[t]
+        c = jnp.where(s[:, None, None, None], 0.0, c)
+        n = jnp.where(s[:, None, None], 0.0, n)
+        f_sum = jnp.where(s[:, None], 0.0, f_sum)
+        q, k, v = (_heads(u, heads) for u in jnp.split(x[t] @ p["qkv"]["kernel"], 3, axis=-1))
+        k = k / jnp.sqrt(k.shape[-1])
+        i_gate = jnp.exp(_dense(p["input_gate"], x[t]))
+        f_gate = jax.nn.sigmoid(_dense(p["forget_gate"], x[t]))
+        c = f_gate[..., None, None] * c + i_gate[..., None, None] * jnp.einsum(
+            "bhv,bhk->bhvk", v, k
+        )
+        n = f_gate[..., None] * n + i_gate[..., None] * k
+        f_sum = f_sum + jnp.log(f_gate)
+        den = jnp.maximum(jnp.abs(jnp.einsum("bhk,bhk->bh", n, q)), 1.0)
+        h_tilde = jnp.einsum("bhvk,bhk->bhv", c, q) / den[..., None]
+        o = jax.nn.sigmoid(_dense(p["output_gate"], x[t]))
+        ys.append(_dense(p["out"], o * h_tilde.reshape(o.shape)))
+    return (c, n, f_sum), jnp.stack(ys)
+
+
+def mlstm_true_state(carry):
+    """The model's scaled carry ``((C^, n^, m, F),)`` as the true ``((C, n, F),)``."""
+    c_hat, n_hat, m, f_sum = carry[0]
+    return ((jnp.exp(m)[..., None, None] * c_hat, jnp.exp(m)[..., None] * n_hat, f_sum),)
+
+
+def deltanet_reference(p, s_mat, x, start):
+    """Gated delta rule (Yang et al. 2025) with the explicit ``I - beta k k^T`` matrix."""
+    heads = s_mat.shape[1]
+    eye = jnp.eye(s_mat.shape[-1])
+    ys = []
+    for t in range(x.shape[0]):
+        s_mat = jnp.where(start[t][:, None, None, None], 0.0, s_mat)
+        q, k, v = (_heads(u, heads) for u in jnp.split(x[t] @ p["qkv"]["kernel"], 3, axis=-1))
+        q = q / jnp.sqrt(jnp.sum(q * q, -1, keepdims=True) + 1e-6)
+        k = k / jnp.sqrt(jnp.sum(k * k, -1, keepdims=True) + 1e-6)
+        beta = jax.nn.sigmoid(_dense(p["beta"], x[t]))[..., None, None]
+        alpha = jnp.exp(-jnp.exp(p["a_log"]) * jax.nn.softplus(_dense(p["alpha"], x[t])))
+        kk = jnp.einsum("bhk,bhj->bhkj", k, k)
+        s_mat = alpha[..., None, None] * s_mat @ (eye - beta * kk)
+        s_mat = s_mat + beta * jnp.einsum("bhv,bhk->bhvk", v, k)
+        o = jnp.einsum("bhvk,bhk->bhv", s_mat, q).reshape(x.shape[1], -1)
+        ys.append(_dense(p["out"], o * jax.nn.silu(_dense(p["gate"], x[t]))))
+    return s_mat, jnp.stack(ys)
+
+
+# --- attention -----------------------------------------------------------------------------
+
+
+def _layer_norm(p, x):
+    mean = jnp.mean(x, -1, keepdims=True)
+    var = jnp.mean((x - mean) ** 2, -1, keepdims=True)
+    return (x - mean) / jnp.sqrt(var + 1e-6) * p["scale"] + p["bias"]
+
+
+def _gru_gate(p, x, y):
+    """GTrXL gate (Parisotto et al. 2020, eqs. in Section 3.2)."""
+    w = y @ p["w"]["kernel"]
+    u = x @ p["u"]["kernel"]
+    wr, wz, wg = jnp.split(w, 3, axis=-1)
+    ur, uz = jnp.split(u, 2, axis=-1)
+    r = jax.nn.sigmoid(wr + ur)
+    z = jax.nn.sigmoid(wz + uz - p["bias"])
+    n = jnp.tanh(wg + (r * x) @ p["ug"]["kernel"])
+    return (1 - z) * x + z * n
+
+
+def attention_reference(gated):
+    """Pre-norm windowed attention, one step at a time, with explicit per-layer lists of the
+    last M (key, value, ok) entries (oldest first; a start marks them all not ok)."""
+
+    def ref(p, carry, x, start):
+        valid, caches = carry
+        m = valid.shape[1]
+        pasts = [[(k[:, i], v[:, i], valid[:, i]) for i in range(m)] for k, v in caches]
+        ys = []
+        for t in range(x.shape[0]):
+            h = _dense(p["embed"], x[t])
+            for layer, past in enumerate(pasts):
+                lp = p[f"layer_{layer}"]
+                heads = lp["rel_bias"].shape[0]
+                past[:] = [(k, v, ok & ~start[t]) for k, v, ok in past]
+                q, k, v = (
+                    _heads(u, heads)
+                    for u in jnp.split(
+                        _dense(lp["qkv"], _layer_norm(lp["attn_norm"], h)), 3, axis=-1
+                    )
+                )
+                entries = past + [(k, v, jnp.ones_like(start[t]))]
+                scores = jnp.stack(
+                    [
+                        jnp.einsum("bhd,bhd->bh", q, ke) / jnp.sqrt(q.shape[-1])
+                        + lp["rel_bias"][:, m - j]
+                        for j, (ke, _, _) in enumerate(entries)
+                    ],
+                    axis=-1,
+                )  # [B, h, M + 1]
+                ok = jnp.stack([o for _, _, o in entries], axis=-1)[:, None, :]
+                probs = jax.nn.softmax(jnp.where(ok, scores, -jnp.inf), axis=-1)
+                o = sum(probs[..., j, None] * ve for j, (_, ve, _) in enumerate(entries))
+                o = _dense(lp["attn_out"], o.reshape(h.shape))
+                h = _gru_gate(lp["attn_gate"], h, jax.nn.relu(o)) if gated else h + o
+                f = jax.nn.relu(_dense(lp["ff_in"], _layer_norm(lp["ff_norm"], h)))
+                f = _dense(lp["ff_out"], f)
+                h = _gru_gate(lp["ff_gate"], h, jax.nn.relu(f)) if gated else h + f
+                past[:] = entries[1:]
+            ys.append(_layer_norm(p["out_norm"], h))
+        new_valid = jnp.stack([ok for _, _, ok in pasts[0]], axis=1)
+        mask = new_valid[:, :, None, None]
+        new_caches = tuple(
+            (
+                jnp.where(mask, jnp.stack([k for k, _, _ in past], 1), 0.0),
+                jnp.where(mask, jnp.stack([v for _, v, _ in past], 1), 0.0),
+            )
+            for past in pasts
+        )
+        return (new_valid, new_caches), jnp.stack(ys)
+
+    return ref
+
+
 # --- the parametrised comparison --------------------------------------------------------------
 
 CASES = {
@@ -160,9 +299,23 @@ CASES = {
     "framestack": ("framestack", {"frames": 3}, framestack_reference),
     "framestack-1": ("framestack", {"frames": 1}, framestack_reference),
     "positional_mlp": ("positional_mlp", {}, positional_mlp_reference),
+    "mlstm-associative": (
+        "mlstm",
+        {"num_heads": 2, "scan": "associative"},
+        layer0(mlstm_reference),
+    ),
+    "mlstm-sequential": ("mlstm", {"num_heads": 2, "scan": "sequential"}, layer0(mlstm_reference)),
+    "deltanet": ("deltanet", {"num_heads": 2}, layer0(deltanet_reference)),
+    "transformer": ("transformer", {"memory_length": 4}, attention_reference(False)),
+    "gtrxl": ("gtrxl", {"memory_length": 4}, attention_reference(True)),
+    "gtrxl-long-window": (
+        "gtrxl",
+        {"memory_length": 16, "num_layers": 1},
+        attention_reference(True),
+    ),
 }
 # How to compare a model's carry with its reference's (default: as is).
-CARRY_VIEWS = {}
+CARRY_VIEWS = {"mlstm": mlstm_true_state}
 
 
 def _random_carry(carry, key):
