@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 from flax.linen import initializers
@@ -93,3 +94,15 @@ def positive_int_errors(
         if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
             errors.append((key, value, "must be a positive integer"))
     return errors
+
+
+class ZeroStateRNN(nn.Module):
+    """Base of the single-vector RNNs (GRU, Elman): carry ``h [B, hidden_size]``, zeros at an
+    episode start; ``unroll`` is the ``lax.scan`` unroll of the recurrence."""
+
+    hidden_size: int
+    unroll: int = 1
+
+    @nn.nowrap
+    def initialize_carry(self, batch_size: int) -> Array:
+        return jnp.zeros((batch_size, self.hidden_size), jnp.float32)

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 
 from stoixlite.networks.memory import register_memory
 from stoixlite.networks.memory._common import (
+    ZeroStateRNN,
     check_inputs,
     default_kernel_init,
     default_recurrent_init,
@@ -27,19 +28,12 @@ Array = jax.Array
 
 
 @register_memory("elman")
-class Elman(nn.Module):
+class Elman(ZeroStateRNN):
     """Elman RNN. Carry: ``h [B, hidden_size]`` (zeros at episode start).
 
     ``__call__(carry, (x [T, B, F], start [T, B])) -> (h_T, y [T, B, hidden_size])``; where
     ``start[t, b]`` the state is reset to zeros before ``x[t, b]`` is consumed.
     """
-
-    hidden_size: int
-    unroll: int = 1
-
-    @nn.nowrap
-    def initialize_carry(self, batch_size: int) -> Array:
-        return jnp.zeros((batch_size, self.hidden_size), jnp.float32)
 
     @nn.compact
     def __call__(self, carry: Array, inputs: tuple[Array, Array]) -> tuple[Array, Array]:

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 
 from stoixlite.networks.memory import register_memory
 from stoixlite.networks.memory._common import (
+    ZeroStateRNN,
     check_inputs,
     default_kernel_init,
     default_recurrent_init,
@@ -34,20 +35,13 @@ Array = jax.Array
 
 
 @register_memory("gru")
-class GRU(nn.Module):
+class GRU(ZeroStateRNN):
     """GRU memory. Carry: ``h`` of shape ``[B, hidden_size]`` (zeros at episode start).
 
     ``__call__(carry, (x, start))`` with ``x [T, B, F]`` float32 and ``start [T, B]`` bool returns
     ``(h_T, y)`` with ``y [T, B, hidden_size]`` the hidden state after every step. Where
     ``start[t, b]`` the state is reset to zeros before ``x[t, b]`` is consumed.
     """
-
-    hidden_size: int
-    unroll: int = 1
-
-    @nn.nowrap
-    def initialize_carry(self, batch_size: int) -> Array:
-        return jnp.zeros((batch_size, self.hidden_size), jnp.float32)
 
     @nn.compact
     def __call__(self, carry: Array, inputs: tuple[Array, Array]) -> tuple[Array, Array]:
