@@ -85,14 +85,18 @@ def heads_errors(fields: dict[str, Any], default_heads: int) -> list[tuple[str, 
 
 
 def positive_int_errors(
-    fields: dict[str, Any], defaults: dict[str, Any]
+    fields: dict[str, Any], defaults: dict[str, Any], high: int | None = None, why: str = ""
 ) -> list[tuple[str, Any, str]]:
-    """Config check: each key of ``defaults`` (value from ``fields`` if given) is an int >= 1."""
+    """Config check: each key of ``defaults`` (value from ``fields`` if given) is an int >= 1
+    (and <= ``high`` if given; ``why`` explains the bound in the message)."""
     errors = []
     for key, default in defaults.items():
         value = fields.get(key, default)
-        if not (isinstance(value, int) and not isinstance(value, bool) and value >= 1):
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+        if high is None and not ok:
             errors.append((key, value, "must be a positive integer"))
+        elif high is not None and not (ok and value <= high):
+            errors.append((key, value, f"must be an integer in [1, {high}]{why}"))
     return errors
 
 

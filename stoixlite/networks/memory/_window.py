@@ -21,6 +21,12 @@ import jax.numpy as jnp
 
 Array = jax.Array
 
+# :func:`windows` builds one slice per window position (unrolled in the graph) and a
+# ``[T, B, M + 1, D]`` array: frame stacks and convolutions longer than this are rejected by the
+# config check (use an attention memory for long windows).
+MAX_STACKED_STEPS = 64
+STACK_LIMIT_WHY = " (stacked steps are unrolled; use transformer/gtrxl for long windows)"
+
 
 def segments(valid: Array, start: Array) -> tuple[Array, Array]:
     """Segment ids of the ``M + T`` slots ``[B, M + T]`` and of the ``T`` queries ``[T, B]``.

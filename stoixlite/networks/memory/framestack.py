@@ -44,7 +44,8 @@ class FrameStack(nn.Module):
 
     @classmethod
     def config_errors(cls, fields: dict[str, Any]) -> list[tuple[str, Any, str]]:
-        return positive_int_errors(fields, {"frames": cls.frames})
+        limit, why = _window.MAX_STACKED_STEPS, _window.STACK_LIMIT_WHY
+        return positive_int_errors(fields, {"frames": cls.frames}, limit, why)
 
     @nn.nowrap
     def initialize_carry(self, batch_size: int) -> Window:
