@@ -19,7 +19,7 @@ from stoixlite.networks.memory import build_memory
 
 jax.config.update("jax_enable_x64", False)
 
-T, B, F, H = 11, 3, 5, 8
+T, B, F, H = 8, 3, 5, 8
 RTOL, ATOL = 2e-4, 2e-5
 
 
