@@ -25,8 +25,8 @@ from stoixlite.ppo.learner import make_learn_chunk, make_optimizer, make_update
 from stoixlite.ppo.types import LearnerState, PPOConfig
 
 
-def make_env_stack(env_cfg: DictConfig | dict, num_envs: int) -> Environment:
-    """The vmapped, auto-resetting env stack for ``num_envs`` copies of ``env_cfg.name``."""
+def make_raw_env(env_cfg: DictConfig | dict) -> Environment:
+    """The raw (unwrapped, unbatched) env of the ``env`` config group."""
     env_cfg = (
         OmegaConf.to_container(env_cfg, resolve=True)
         if isinstance(env_cfg, DictConfig)
@@ -35,8 +35,18 @@ def make_env_stack(env_cfg: DictConfig | dict, num_envs: int) -> Environment:
     kwargs = dict(env_cfg.get("kwargs") or {})
     if env_cfg.get("difficulty") is not None:
         kwargs["difficulty"] = env_cfg["difficulty"]
-    env = make(env_cfg["name"], **kwargs)
-    return make_batched_env(env, num_envs, obs_augment=bool(env_cfg.get("obs_augment", False)))
+    return make(env_cfg["name"], **kwargs)
+
+
+def make_env_stack(env_cfg: DictConfig | dict, num_envs: int) -> Environment:
+    """The vmapped, auto-resetting env stack for ``num_envs`` copies of ``env_cfg.name``."""
+    env = make_raw_env(env_cfg)
+    return make_batched_env(
+        env,
+        num_envs,
+        obs_augment=bool(env_cfg.get("obs_augment", False)),
+        obs_prev_reward=bool(env_cfg.get("obs_prev_reward", False)),
+    )
 
 
 def make_network(cfg: DictConfig, env: Environment) -> ActorCritic:
@@ -52,6 +62,9 @@ def make_network(cfg: DictConfig, env: Environment) -> ActorCritic:
         head_layers=net.head_layers,
         activation=net.activation,
         shared_memory=net.shared_memory,
+        encoder_type=net.get("encoder", "mlp"),
+        set_layout=getattr(env.unwrapped, "set_layout", None),
+        set_pooling=net.get("set_pooling", "deepsets"),
     )
 
 
