@@ -200,7 +200,7 @@ def test_multirun_with_wandb_failing_job_and_aggregate(tmp_path):
         by_run + ["--out", str(tmp_path / "agg_runs")], capture_output=True, text=True, timeout=120
     )
     assert out.returncode == 0, out.stderr
-    rows = [line for line in out.stdout.splitlines() if "repeat_previous" in line]
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| popgym/repeat")]
     assert sorted(row.split("|")[2].strip() for row in rows) == sorted(j.name for j in ok)
     for job, final in zip(ok, finals, strict=True):
         (row,) = [r for r in rows if f"| {job.name} |" in r]
