@@ -14,6 +14,9 @@ runs by env (name and difficulty) x network and pools their seeds: a run trained
   their job directory);
 * ``<env>.png``: learning curves per env, one line per network (mean over seeds, ± std band).
 
+``--label run`` keys rows and curves by run directory name instead of network, to put the
+ablations of one network side by side.
+
 The table is also printed. Needs only numpy, matplotlib and omegaconf.
 """
 
@@ -31,6 +34,10 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # this checkout's stoixlite
 
 from stoixlite.tracking.jsonl import read_jsonl  # noqa: E402
 
@@ -57,12 +64,17 @@ def run_curves(run_dir: Path, metric: str) -> list[Curve]:
     return [curve(records, metric)] if records else []
 
 
-def labels(run_dir: Path) -> tuple[str, str]:
+LABELS = ("network", "run")
+
+
+def labels(run_dir: Path, label: str = "network") -> tuple[str, str]:
+    """``(env[difficulty], variant)``; the variant is the network name, or with
+    ``label="run"`` the run directory's name (to compare ablations of one network)."""
     cfg = OmegaConf.load(run_dir / "config.yaml")
     env = str(cfg.env.name)
     if cfg.env.get("difficulty"):
         env += f"[{cfg.env.difficulty}]"
-    return env, str(cfg.network.name)
+    return env, str(cfg.network.name) if label == "network" else run_dir.name
 
 
 def slug(text: str) -> str:
@@ -103,15 +115,18 @@ Groups = dict[tuple[str, str], list[Curve]]
 WallTimes = dict[tuple[str, str], list[float]]
 
 
-def collect(root: Path, metric: str) -> tuple[Groups, WallTimes, list[Path]]:
-    """Per (env, network): the seeds' curves and the runs' wall times; the failed job dirs."""
+def collect(
+    root: Path, metric: str, label: str = "network"
+) -> tuple[Groups, WallTimes, list[Path]]:
+    """Per (env, variant): the seeds' curves and the runs' wall times; the failed job dirs."""
     groups: Groups = defaultdict(list)
     walls: WallTimes = defaultdict(list)
     for path in sorted(root.rglob("metrics.jsonl")):
         run_dir = path.parent
         if (run_dir / "config.yaml").exists():
-            groups[labels(run_dir)].extend(run_curves(run_dir, metric))
-            walls[labels(run_dir)].append(run_wall_time(run_dir))
+            key = labels(run_dir, label)
+            groups[key].extend(run_curves(run_dir, metric))
+            walls[key].append(run_wall_time(run_dir))
     failed = sorted(p.parent for p in root.rglob("error.txt"))
     return groups, walls, failed
 
@@ -179,8 +194,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("root", type=Path, help="a run or multirun directory")
     parser.add_argument("--out", type=Path, default=None, help="default: <root>/aggregate")
     parser.add_argument("--metric", default="eval/episode_return")
+    parser.add_argument(
+        "--label",
+        choices=LABELS,
+        default="network",
+        help="rows/curves per network (seeds pooled), or per run directory (ablations)",
+    )
     args = parser.parse_args(argv)
-    groups, walls, failed = collect(args.root, args.metric)
+    groups, walls, failed = collect(args.root, args.metric, args.label)
     if not groups and not failed:
         print(f"no runs (metrics.jsonl + config.yaml) below {args.root}", file=sys.stderr)
         return 1

@@ -92,6 +92,9 @@ def test_cli_prints_single_line_and_exits_nonzero(tmp_path):
         ("system.bptt_length=128 system.burn_in=4", "system.burn_in", "0 < bptt_length"),
         ("system.burn_in=-1", "system.burn_in", "integer >= 0"),
         ("network.chrono_period=-2", "network.chrono_period", "[0.0, inf]"),
+        ("env.obs_prev_reward=no", "env.obs_prev_reward", "true or false"),
+        ("env=sets/card_table env.kwargs.capacity=2.5", "env.kwargs.capacity", "integer"),
+        ("env=sets/card_table +env.kwargs.capcity=3", "env.kwargs.capcity", "env.kwargs.capacity"),
     ],
 )
 def test_strict_parsing(override, key, hint):
@@ -142,3 +145,8 @@ def test_burn_in_and_protocol_group_parse():
     assert run.ppo.burn_in == 8
     run = parse(compose_config(["+protocol=popgym"]))
     assert run.system.rollout_length == 1024 and run.network.memory["hidden_size"] == 256
+
+
+def test_env_kwargs_are_typed_by_the_factory():
+    run = parse(compose_config(["env=sets/card_table", "env.kwargs.capacity=4e0"]))
+    assert run.env.kwargs["capacity"] == 4 and isinstance(run.env.kwargs["capacity"], int)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 from flax.linen import initializers
@@ -85,3 +86,42 @@ def check_inputs(x: Array, start: Array) -> None:
         raise ValueError(f"memory input x must be time-major [T, B, F], got shape {x.shape}")
     if start.shape != x.shape[:2]:
         raise ValueError(f"start flags must have shape [T, B] = {x.shape[:2]}, got {start.shape}")
+
+
+def heads_errors(fields: dict[str, Any], default_heads: int) -> list[tuple[str, Any, str]]:
+    """Config check of multi-head models: ``num_heads`` a positive divisor of ``hidden_size``
+    (as ``(key, value, allowed)`` triples for ``config_errors``)."""
+    heads, width = fields.get("num_heads", default_heads), fields.get("hidden_size")
+    if not (isinstance(heads, int) and not isinstance(heads, bool) and heads >= 1):
+        return [("num_heads", heads, "must be a positive integer")]
+    if isinstance(width, int) and width % heads:
+        return [("num_heads", heads, f"must divide network.hidden_size={width}")]
+    return []
+
+
+def positive_int_errors(
+    fields: dict[str, Any], defaults: dict[str, Any], high: int | None = None, why: str = ""
+) -> list[tuple[str, Any, str]]:
+    """Config check: each key of ``defaults`` (value from ``fields`` if given) is an int >= 1
+    (and <= ``high`` if given; ``why`` explains the bound in the message)."""
+    errors = []
+    for key, default in defaults.items():
+        value = fields.get(key, default)
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+        if high is None and not ok:
+            errors.append((key, value, "must be a positive integer"))
+        elif high is not None and not (ok and value <= high):
+            errors.append((key, value, f"must be an integer in [1, {high}]{why}"))
+    return errors
+
+
+class ZeroStateRNN(nn.Module):
+    """Base of the single-vector RNNs (GRU, Elman): carry ``h [B, hidden_size]``, zeros at an
+    episode start; ``unroll`` is the ``lax.scan`` unroll of the recurrence."""
+
+    hidden_size: int
+    unroll: int = 1
+
+    @nn.nowrap
+    def initialize_carry(self, batch_size: int) -> Array:
+        return jnp.zeros((batch_size, self.hidden_size), jnp.float32)

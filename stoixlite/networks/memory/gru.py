@@ -23,6 +23,7 @@ import jax.numpy as jnp
 
 from stoixlite.networks.memory import register_memory
 from stoixlite.networks.memory._common import (
+    ZeroStateRNN,
     check_inputs,
     default_kernel_init,
     default_recurrent_init,
@@ -35,7 +36,7 @@ Array = jax.Array
 
 
 @register_memory("gru")
-class GRU(nn.Module):
+class GRU(ZeroStateRNN):
     """GRU memory. Carry: ``h`` of shape ``[B, hidden_size]`` (zeros at episode start).
 
     ``chrono_period`` (0: off) initialises the update gate ``z`` (the keep gate) with chrono
@@ -47,13 +48,7 @@ class GRU(nn.Module):
     ``start[t, b]`` the state is reset to zeros before ``x[t, b]`` is consumed.
     """
 
-    hidden_size: int
-    unroll: int = 1
     chrono_period: float = 0.0
-
-    @nn.nowrap
-    def initialize_carry(self, batch_size: int) -> Array:
-        return jnp.zeros((batch_size, self.hidden_size), jnp.float32)
 
     @nn.compact
     def __call__(self, carry: Array, inputs: tuple[Array, Array]) -> tuple[Array, Array]:
