@@ -68,7 +68,7 @@ def load_run(run_dir: str | Path, checkpoint: str | int = "latest") -> tuple[Run
     if not config_path.exists():
         raise FileNotFoundError(f"{config_path} not found: is {run_dir} a stoixlite run directory?")
     run = build_run(parse(OmegaConf.load(config_path)))
-    fingerprint = config_fingerprint(run.config.to_dict())
+    fingerprint = config_fingerprint(run.config)
     with Checkpointer(checkpoint_dir(run_dir), fingerprint, read_only=True) as ckpt:
         step = checkpoint if checkpoint in ("latest", "best") else int(checkpoint)
         state, _, _, step = restore(run, ckpt, step)
