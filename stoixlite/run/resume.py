@@ -12,7 +12,7 @@ import jax
 from omegaconf import DictConfig, OmegaConf
 
 from stoixlite.run.build import Run, build_run
-from stoixlite.run.config import parse
+from stoixlite.run.config import ConfigError, parse
 from stoixlite.tracking.checkpointing import Checkpointer, checkpoint_dir, config_fingerprint
 
 CONFIG_FILE = "config.yaml"
@@ -50,11 +50,19 @@ def resume_config(composed: DictConfig, run_dir: Path, overrides: list[str]) -> 
     if not path.exists():
         raise FileNotFoundError(f"resume={run_dir}: no config.yaml there (not a run directory)")
     cfg = OmegaConf.load(path)
+    missing = object()
     for override in overrides:
         key = override.split("=", 1)[0].lstrip("+~")
         if key == "resume" or key.startswith("hydra"):
             continue
-        value = OmegaConf.select(composed, key, default=None)
+        value = OmegaConf.select(composed, key, default=missing)
+        if value is missing:  # a group of global keys, e.g. +protocol=popgym: not one key
+            raise ConfigError(
+                [
+                    f"{override} is invalid with resume: it sets keys of several groups; "
+                    "a resumed run keeps its saved config (start a new run instead)"
+                ]
+            )
         OmegaConf.update(cfg, key, value, merge=False, force_add=True)
     cfg.resume = str(run_dir)
     return cfg
