@@ -29,6 +29,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from stoixlite.checkpointing import Checkpointer, checkpoint_dir, config_fingerprint
+from stoixlite.envs.actions import find_invalid_action_error
 from stoixlite.envs.types import Discrete
 from stoixlite.evaluation import make_evaluator
 from stoixlite.experiment import Experiment, make_env_stack
@@ -65,8 +66,9 @@ def seed_params(cfg: DictConfig, params: Any) -> list[Any]:
 def evaluate_port(
     cfg: DictConfig, exp: Experiment, params: Any, episodes: int, greedy: bool, seed: int
 ) -> np.ndarray:
-    """Returns ``[episodes]`` of the policy on the JAX env (one episode per eval env)."""
-    env = make_env_stack(cfg.env, episodes)
+    """Returns ``[episodes]`` of the policy on the JAX env (one episode per eval env), in checked
+    mode: an out-of-range action raises ``InvalidActionError`` (docs/envs.md)."""
+    env = make_env_stack(cfg.env, episodes, check_actions=True)
     max_steps = int((env.max_episode_steps or cfg.arch.eval_max_steps) + 1)
     evaluate = make_evaluator(
         exp.network.apply, exp.network.initialize_carry, env, episodes, greedy, max_steps
@@ -207,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
             args.run_dir, args.episodes, args.sampled, args.reference, args.checkpoint, args.seed
         )
     except (FileNotFoundError, ValueError, RuntimeError) as err:
-        print(f"error: {err}", file=sys.stderr)
+        message = find_invalid_action_error(err) or str(err).strip().splitlines()[0]
+        print(f"error: {message}", file=sys.stderr)
         return 2
     mode = "sampled" if args.sampled else "greedy"
     print(

@@ -25,8 +25,14 @@ from stoixlite.ppo.learner import make_learn_chunk, make_optimizer, make_update
 from stoixlite.ppo.types import LearnerState, PPOConfig
 
 
-def make_env_stack(env_cfg: DictConfig | dict, num_envs: int) -> Environment:
-    """The vmapped, auto-resetting env stack for ``num_envs`` copies of ``env_cfg.name``."""
+def make_env_stack(
+    env_cfg: DictConfig | dict, num_envs: int, check_actions: bool | None = None
+) -> Environment:
+    """The vmapped, auto-resetting env stack for ``num_envs`` copies of ``env_cfg.name``.
+
+    ``check_actions`` (default: ``env_cfg.check_actions``, else off) raises on an out-of-range
+    action instead of playing it as an invalid move (docs/envs.md, "Invalid actions").
+    """
     env_cfg = (
         OmegaConf.to_container(env_cfg, resolve=True)
         if isinstance(env_cfg, DictConfig)
@@ -36,7 +42,14 @@ def make_env_stack(env_cfg: DictConfig | dict, num_envs: int) -> Environment:
     if env_cfg.get("difficulty") is not None:
         kwargs["difficulty"] = env_cfg["difficulty"]
     env = make(env_cfg["name"], **kwargs)
-    return make_batched_env(env, num_envs, obs_augment=bool(env_cfg.get("obs_augment", False)))
+    return make_batched_env(
+        env,
+        num_envs,
+        obs_augment=bool(env_cfg.get("obs_augment", False)),
+        check_actions=bool(
+            env_cfg.get("check_actions", False) if check_actions is None else check_actions
+        ),
+    )
 
 
 def make_network(cfg: DictConfig, env: Environment) -> ActorCritic:

@@ -157,7 +157,8 @@ def test_multirun_with_wandb_failing_job_and_aggregate(tmp_path):
         f"hydra.sweep.dir={sweep}",
     ]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 1, proc.stderr[-3000:]  # failed jobs: summary line, non-zero exit
+    assert "multirun: 2 of 4 jobs failed" in proc.stderr.splitlines()[-1]
     jobs = sorted(p for p in sweep.iterdir() if p.is_dir())
     ok = [j for j in jobs if (j / "metrics.jsonl").exists()]
     failed = [j for j in jobs if (j / "error.txt").exists()]

@@ -58,4 +58,7 @@ def make(name: str, **kwargs: Any) -> Environment:
     _discover()
     if name not in _REGISTRY:
         raise KeyError(f"unknown env {name!r}; choose one of {available_envs()}")
-    return _REGISTRY[name](**kwargs)
+    env = _REGISTRY[name](**kwargs)
+    arguments = ", ".join(f"{key}={value!r}" for key, value in kwargs.items() if value is not None)
+    env.registered_label = f"{name}({arguments})" if arguments else name
+    return env
