@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -26,6 +27,12 @@ ACTOR_CRITIC_KEYS = (
 )
 ACTIVATIONS = ("relu", "tanh", "gelu", "silu", "elu")
 DIFFICULTIES = ("easy", "medium", "hard")
+ON_NONFINITE = ("stop", "rollback")  # arch.on_nonfinite (stoixlite/divergence.py)
+# Upper bounds of the PPO hyperparameters (beyond them a setting is absurd, not just unusual).
+MAX_LR = 1.0
+MAX_CLIP = 100.0
+MAX_COEF = 1000.0
+MAX_GRAD_NORM = 1e6
 
 
 class ConfigError(ValueError):
@@ -48,12 +55,14 @@ def _positive_int(cfg: DictConfig, key: str) -> None:
 
 
 def _number(cfg: DictConfig, key: str, low: float, high: float, low_open: bool = False) -> None:
+    """A finite number in ``[low, high]`` (``(low, high]`` with ``low_open``); NaN and ±inf are
+    refused whatever the bounds."""
     value = OmegaConf.select(cfg, key)
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
     if ok:
         ok = (value > low if low_open else value >= low) and value <= high
     bracket = "(" if low_open else "["
-    _require(ok, key, value, f"must be a number in {bracket}{low}, {high}]")
+    _require(ok, key, value, f"must be a finite number in {bracket}{low}, {high}]")
 
 
 def network_kwargs(net: DictConfig) -> dict[str, Any]:
@@ -135,15 +144,17 @@ def _validate_arch_system(cfg: DictConfig) -> None:
         "system.rollout_unroll",
     ):
         _positive_int(cfg, key)
-    _number(cfg, "system.lr", 0.0, float("inf"), low_open=True)
+    # Upper bounds refuse absurd values (an Adam step above 1, a loss weight of 1e9), not merely
+    # unusual ones; every bound is far beyond what any PPO setting uses.
+    _number(cfg, "system.lr", 0.0, MAX_LR, low_open=True)
     _number(cfg, "system.gamma", 0.0, 1.0, low_open=True)
     _number(cfg, "system.gae_lambda", 0.0, 1.0)
-    _number(cfg, "system.clip_eps", 0.0, float("inf"), low_open=True)
-    _number(cfg, "system.value_clip_eps", 0.0, float("inf"))
-    _number(cfg, "system.vf_coef", 0.0, float("inf"))
-    _number(cfg, "system.ent_coef", 0.0, float("inf"))
-    _number(cfg, "system.max_grad_norm", 0.0, float("inf"), low_open=True)
-    _number(cfg, "system.adam_eps", 0.0, float("inf"), low_open=True)
+    _number(cfg, "system.clip_eps", 0.0, MAX_CLIP, low_open=True)
+    _number(cfg, "system.value_clip_eps", 0.0, MAX_CLIP)
+    _number(cfg, "system.vf_coef", 0.0, MAX_COEF)
+    _number(cfg, "system.ent_coef", 0.0, MAX_COEF)
+    _number(cfg, "system.max_grad_norm", 0.0, MAX_GRAD_NORM, low_open=True)
+    _number(cfg, "system.adam_eps", 0.0, 1.0, low_open=True)
 
     num_envs, minibatches = cfg.arch.num_envs, cfg.system.num_minibatches
     _require(
@@ -174,6 +185,22 @@ def _validate_experiment(cfg: DictConfig) -> None:
     """Seeds, checkpoints and the W&B section (all optional in hand-written configs)."""
     if OmegaConf.select(cfg, "arch.num_seeds", default=None) is not None:
         _positive_int(cfg, "arch.num_seeds")
+    policy = OmegaConf.select(cfg, "arch.on_nonfinite", default=None)
+    if policy is not None:
+        _require(
+            policy in ON_NONFINITE,
+            "arch.on_nonfinite",
+            policy,
+            f"choose one of {list(ON_NONFINITE)}",
+        )
+    rollbacks = OmegaConf.select(cfg, "arch.max_rollbacks", default=None)
+    if rollbacks is not None:
+        _require(
+            isinstance(rollbacks, int) and not isinstance(rollbacks, bool) and rollbacks >= 0,
+            "arch.max_rollbacks",
+            rollbacks,
+            "must be an integer >= 0",
+        )
     if OmegaConf.select(cfg, "checkpoint", default=None) is not None:
         _positive_int(cfg, "checkpoint.every")
         _positive_int(cfg, "checkpoint.keep_last")

@@ -21,12 +21,12 @@ import inspect
 import logging
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import jax
 import jax.numpy as jnp
 import numpy as np
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from stoixlite.checkpointing import Checkpointer, checkpoint_dir, config_fingerprint
 from stoixlite.envs.actions import find_invalid_action_error
@@ -38,21 +38,46 @@ from stoixlite.experiment import Experiment, make_env_stack
 def load_run(
     run_dir: str | Path, checkpoint: str | int = "latest"
 ) -> tuple[DictConfig, Experiment, Any, int]:
-    """``(cfg, experiment, learner state, step)`` of a run directory's checkpoint."""
+    """``(cfg, experiment, learner state, step)`` of a run directory's checkpoint.
+
+    The run directory, its config and the checkpoint are checked before anything is built
+    (:func:`find_checkpoint`); the latest checkpoint falls back to the newest intact one.
+    """
     from stoixlite.trainer import checkpoint_tree, experiment_and_programs, init_learner
 
+    cfg, step = find_checkpoint(run_dir, checkpoint)
+    exp, _ = experiment_and_programs(cfg)
+    template = checkpoint_tree(*init_learner(exp, cfg))
+    with Checkpointer(checkpoint_dir(run_dir), config_fingerprint(cfg), read_only=True) as ckpt:
+        tree, _, step = ckpt.restore(template, step)
+    return cfg, exp, tree["learner"], step
+
+
+def find_checkpoint(run_dir: str | Path, checkpoint: str | int = "latest") -> tuple[Any, int]:
+    """``(cfg, step)`` of ``--checkpoint`` in ``run_dir``, checked without building anything.
+
+    Raises :class:`FileNotFoundError` or :class:`ValueError` with one line in the user's terms:
+    no such directory, not a run directory, no (intact) checkpoint, no such step.
+    """
+    from stoixlite.checkpointing import check_resumable
+    from stoixlite.trainer import load_run_config
+
     run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"run directory {run_dir} does not exist")
     config_path = run_dir / "config.yaml"
     if not config_path.exists():
         raise FileNotFoundError(f"{config_path} not found: is {run_dir} a stoixlite run directory?")
-    cfg = OmegaConf.load(config_path)
-    exp, _ = experiment_and_programs(cfg)
-    template = checkpoint_tree(*init_learner(exp, cfg))
-    ckpt = Checkpointer(checkpoint_dir(run_dir), config_fingerprint(cfg), read_only=True)
-    step = checkpoint if checkpoint in ("latest", "best") else int(checkpoint)
-    tree, _, step = ckpt.restore(template, step)
-    ckpt.close()
-    return cfg, exp, tree["learner"], step
+    cfg = load_run_config(config_path)
+    latest = check_resumable(cfg, run_dir)  # some checkpoint is there and intact
+    if checkpoint == "latest":
+        return cfg, latest
+    with Checkpointer(checkpoint_dir(run_dir), config_fingerprint(cfg), read_only=True) as ckpt:
+        steps = ckpt.all_steps()
+        step = (ckpt.best_step() or latest) if checkpoint == "best" else int(checkpoint)
+    if step not in steps:
+        raise FileNotFoundError(f"--checkpoint {checkpoint}: no such checkpoint (have {steps})")
+    return cfg, step
 
 
 def seed_params(cfg: DictConfig, params: Any) -> list[Any]:
@@ -190,21 +215,50 @@ def _fmt(x: np.ndarray) -> str:
     return f"{x.mean():.4f} ± {x.std():.4f}"
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """Argument errors as one line on stderr (exit 2), without the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message} (see python -m stoixlite.evaluate --help)\n")
+
+
+def _checkpoint_arg(value: str) -> str | int:
+    if value in ("latest", "best"):
+        return value
+    if value.isdigit():
+        return int(value)
+    raise argparse.ArgumentTypeError(f"{value!r} is not latest, best or a step number")
+
+
+def _positive(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a positive integer")
+    return int(value)
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.getLogger("absl").setLevel(logging.ERROR)  # orbax's read-only notices
-    parser = argparse.ArgumentParser(
-        prog="python -m stoixlite.evaluate", description=__doc__.split("\n")[0]
-    )
+    parser = _OneLineParser(prog="python -m stoixlite.evaluate", description=__doc__.split("\n")[0])
     parser.add_argument(
         "run_dir", type=Path, help="a run directory (has config.yaml, checkpoints/)"
     )
-    parser.add_argument("--episodes", type=int, default=64, help="episodes per seed (default 64)")
+    parser.add_argument(
+        "--episodes", type=_positive, default=64, help="episodes per seed (default 64)"
+    )
     parser.add_argument("--sampled", action="store_true", help="sample actions (default: greedy)")
     parser.add_argument("--reference", action="store_true", help="also evaluate on original popgym")
-    parser.add_argument("--checkpoint", default="latest", help="latest (default), best, or a step")
+    parser.add_argument(
+        "--checkpoint",
+        type=_checkpoint_arg,
+        default="latest",
+        help="latest (default), best, or a step",
+    )
     parser.add_argument("--seed", type=int, default=12345, help="evaluation seed")
     args = parser.parse_args(argv)
     try:
+        cfg, _ = find_checkpoint(args.run_dir, args.checkpoint)  # before anything is built
+        if args.reference and not str(cfg.env.name).startswith("popgym/"):
+            raise ValueError(f"--reference needs a popgym env; this run's env is {cfg.env.name}")
         results = evaluate_run(
             args.run_dir, args.episodes, args.sampled, args.reference, args.checkpoint, args.seed
         )

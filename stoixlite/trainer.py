@@ -1,8 +1,10 @@
 """The host loop of a training run: compiled learn chunks, evaluation, logging, checkpoints.
 
-``train(cfg, run_dir)`` runs ``arch.num_evaluations`` chunks. After each chunk it evaluates,
-writes one JSON-lines record (``metrics.jsonl``), logs to W&B (``logger=wandb``), updates the
-progress bar and saves a checkpoint every ``checkpoint.every`` chunks (and after the last one).
+``train(cfg, run_dir)`` runs ``arch.num_evaluations`` chunks. After each chunk it checks that
+the losses and parameters are finite (a non-finite chunk is discarded and the run stops or rolls
+back, ``arch.on_nonfinite``, see :mod:`stoixlite.divergence`), evaluates, writes one JSON-lines
+record (``metrics.jsonl``), logs to W&B (``logger=wandb``), updates the progress bar and saves a
+checkpoint every ``checkpoint.every`` chunks (and after the last one).
 
 Several seeds (``arch.num_seeds = S > 1``) train in one compiled program: the whole learner
 state gets a leading ``[S]`` axis and the learn chunk and evaluator are ``vmap``-ped. Seed k uses
@@ -22,6 +24,7 @@ a second signal aborts at once.
 
 from __future__ import annotations
 
+import copy
 import json
 import logging
 import math
@@ -40,8 +43,10 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from stoixlite.checkpointing import Checkpointer, checkpoint_dir, config_fingerprint
+from stoixlite.divergence import CollapseWatch, NonFiniteError, first_nonfinite, nonfinite_message
 from stoixlite.experiment import Experiment, build_experiment
 from stoixlite.metrics import JsonlWriter, summarize_chunk, summarize_eval
+from stoixlite.ppo.finite import all_finite
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +54,7 @@ METRICS_FILE = "metrics.jsonl"
 PER_SEED_FILE = "metrics_per_seed.jsonl"
 SEED_STD_KEYS = ("eval/episode_return", "train/episode_return")
 CHECKPOINT_DEFAULTS = {"enabled": True, "every": 1, "keep_last": 2, "keep_best": True}
+_params_finite = jax.jit(all_finite)  # the per-chunk finiteness check of the parameters
 
 
 class TrainingInterrupted(SystemExit):
@@ -195,6 +201,7 @@ class HostState:
     logger_step: int = 0  # records written to metrics.jsonl
     best_eval_return: float | None = None
     elapsed_s: float = 0.0  # training wall-clock before this process (for time/elapsed_s)
+    rollbacks: int = 0  # non-finite chunks rolled back (arch.on_nonfinite=rollback)
 
 
 class StopRequest:
@@ -252,14 +259,53 @@ def checkpoint_settings(cfg: DictConfig) -> dict[str, Any]:
     return {**CHECKPOINT_DEFAULTS, **(given or {})}
 
 
+def nonfinite_policy(cfg: DictConfig) -> tuple[str, int]:
+    """``(arch.on_nonfinite, arch.max_rollbacks)``, defaults ``("stop", 3)``."""
+    policy = OmegaConf.select(cfg, "arch.on_nonfinite", default=None) or "stop"
+    limit = OmegaConf.select(cfg, "arch.max_rollbacks", default=None)
+    return str(policy), 3 if limit is None else int(limit)
+
+
+def halved_lr(cfg: DictConfig) -> DictConfig:
+    """A copy of ``cfg`` with ``system.lr`` halved (a rollback after non-finite values)."""
+    cfg = copy.deepcopy(cfg)
+    cfg.system.lr = float(cfg.system.lr) / 2
+    return cfg
+
+
+def _rewind(writer: JsonlWriter | None, keep: int) -> JsonlWriter | None:
+    """Reopen ``writer``'s file keeping its first ``keep`` records (a rollback's rewind)."""
+    if writer is None:
+        return None
+    writer.close()
+    truncate_jsonl(writer.path, keep)
+    return JsonlWriter(writer.path)
+
+
+def load_run_config(path: Path) -> DictConfig:
+    """A run directory's saved ``config.yaml``; :class:`ConfigError` (one line) if unreadable."""
+    from stoixlite.config import ConfigError
+
+    try:
+        cfg = OmegaConf.load(path)
+    except Exception as err:  # YAML syntax, binary garbage, permissions
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError(f"{path} is unreadable: {first}") from None
+    if not isinstance(cfg, DictConfig) or "env" not in cfg or "network" not in cfg:
+        raise ConfigError(f"{path} is not a stoixlite run config (no env or network section)")
+    return cfg
+
+
 def resume_config(composed: DictConfig, run_dir: Path, overrides: list[str]) -> DictConfig:
     """The config of ``resume=<run_dir>``: the run's saved ``config.yaml`` with the values of
     the other command-line ``overrides`` taken from the ``composed`` config (a group override
     such as ``network=lstm`` replaces the whole group)."""
     path = Path(run_dir) / "config.yaml"
+    if not Path(run_dir).is_dir():
+        raise FileNotFoundError(f"resume={run_dir}: no such directory")
     if not path.exists():
         raise FileNotFoundError(f"resume={run_dir}: no config.yaml there (not a run directory)")
-    cfg = OmegaConf.load(path)
+    cfg = load_run_config(path)
     for override in overrides:
         key = override.split("=", 1)[0].lstrip("+~")
         if key == "resume" or key.startswith("hydra"):
@@ -341,6 +387,8 @@ def train(
     num_chunks = int(cfg.arch.num_evaluations)
     total_steps = exp.steps_per_chunk * num_chunks
     record: dict[str, float] = {}
+    on_nonfinite, max_rollbacks = nonfinite_policy(cfg)
+    collapse = CollapseWatch(float(cfg.system.lr))
     exit_code = 1
     try:
         with (
@@ -348,11 +396,49 @@ def train(
             TrainingProgress(total_steps, run_name(cfg), enabled=logs.progress) as progress,
         ):
             progress.update(exp.steps_per_chunk * host.chunk, {})
-            for chunk in range(host.chunk, num_chunks):
+            while host.chunk < num_chunks:
+                chunk = host.chunk
                 tic = time.perf_counter()
                 state, chunk_metrics = learn(state)
                 chunk_metrics = jax.device_get(chunk_metrics)
                 train_s = time.perf_counter() - tic
+                bad = first_nonfinite(chunk_metrics, _params_finite(state.params))
+                if bad is not None:  # discard the chunk: nothing of it is logged or saved
+                    kept = ckpt.latest_step() if ckpt is not None else None
+                    message = nonfinite_message(chunk, *bad, kept, run_dir)
+                    if on_nonfinite != "rollback" or host.rollbacks >= max_rollbacks:
+                        raise NonFiniteError(message)
+                    # Rollback: the newest checkpoint (or the initial state), halved lr.
+                    rollbacks, old_lr = host.rollbacks + 1, float(cfg.system.lr)
+                    cfg = halved_lr(cfg)
+                    exp, programs = experiment_and_programs(cfg)
+                    state, key = init_learner(exp, cfg)
+                    host = HostState()
+                    if kept is not None:
+                        tree, saved_host, _ = ckpt.restore(checkpoint_tree(state, key), kept)
+                        state, key = tree["learner"], tree["host_key"]
+                        host = HostState(**saved_host)
+                    host.rollbacks = rollbacks
+                    writer = _rewind(writer, host.logger_step)
+                    seed_writer = _rewind(seed_writer, host.logger_step * seeds)
+                    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+                    tic = time.perf_counter()
+                    if programs.compiled_learn is None:
+                        programs.compiled_learn = programs.learn.lower(state).compile()
+                    learn = programs.compiled_learn
+                    compile_s += time.perf_counter() - tic
+                    collapse = CollapseWatch(float(cfg.system.lr))
+                    log.warning(
+                        "rollback %d of %d: %s; restarting from %s with system.lr %g -> %g",
+                        rollbacks,
+                        max_rollbacks,
+                        message.split("; stopped", 1)[0],
+                        f"checkpoint {kept}" if kept is not None else "the initial state",
+                        old_lr,
+                        float(cfg.system.lr),
+                    )
+                    progress.update(exp.steps_per_chunk * host.chunk, {})
+                    continue
                 key, eval_key = programs.split(key)
                 eval_result = jax.device_get(programs.evaluate(state.params, eval_key))
                 step = exp.steps_per_chunk * (chunk + 1)
@@ -366,6 +452,7 @@ def train(
                     "time/compile_s": compile_s,
                 }
                 _log(record, per_seed, step, train_seeds(cfg), writer, seed_writer, wandb, logs)
+                collapse.observe(record)
                 progress.update(step, record)
                 host.chunk, host.logger_step = chunk + 1, host.logger_step + 1
                 ret = record["eval/episode_return"]

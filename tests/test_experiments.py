@@ -144,7 +144,7 @@ def test_multirun_with_wandb_failing_job_and_aggregate(tmp_path):
     """4 jobs (2 seeds x 2 learning rates, one of them invalid): the valid jobs finish, share a
     W&B group, the invalid ones leave error.txt; the aggregate table pools the seeds."""
     sweep = tmp_path / "sweep"
-    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT)}
     cmd = [
         sys.executable,
         "-m",
