@@ -24,6 +24,8 @@ ACTOR_CRITIC_KEYS = (
     "head_layers",
     "activation",
     "shared_memory",
+    "encoder",
+    "set_pooling",
 )
 ACTIVATIONS = ("relu", "tanh", "gelu", "silu", "elu")
 DIFFICULTIES = ("easy", "medium", "hard")
@@ -94,8 +96,48 @@ def _validate_env(cfg: DictConfig) -> None:
         )
 
 
+def _validate_obs_augment(cfg: DictConfig) -> None:
+    augment = OmegaConf.select(cfg, "env.obs_augment", default=False)
+    reward = OmegaConf.select(cfg, "env.obs_prev_reward", default=False)
+    for key, value in (("env.obs_augment", augment), ("env.obs_prev_reward", reward)):
+        _require(isinstance(value, bool), key, value, "must be true or false")
+    _require(
+        not reward or augment,
+        "env.obs_prev_reward",
+        reward,
+        "requires env.obs_augment=true (the previous reward is part of the augmentation)",
+    )
+
+
+def _validate_encoder(cfg: DictConfig) -> None:
+    from stoixlite.experiment import make_raw_env
+    from stoixlite.networks.actor_critic import ENCODERS, SET_POOLING_HEADS, SET_POOLINGS
+
+    encoder = OmegaConf.select(cfg, "network.encoder", default="mlp")
+    _require(encoder in ENCODERS, "network.encoder", encoder, f"choose one of {list(ENCODERS)}")
+    pooling = OmegaConf.select(cfg, "network.set_pooling", default="deepsets")
+    allowed = list(SET_POOLINGS)
+    _require(pooling in allowed, "network.set_pooling", pooling, f"choose one of {allowed}")
+    if encoder != "set":
+        return
+    layout = getattr(make_raw_env(cfg.env), "set_layout", None)
+    _require(
+        layout is not None,
+        "network.encoder",
+        encoder,
+        f"env {cfg.env.name} has no set observation (use mlp, or a set env: sets/card_table)",
+    )
+    embed = cfg.network.embed_size
+    _require(
+        pooling != "attention" or embed % SET_POOLING_HEADS == 0,
+        "network.set_pooling",
+        pooling,
+        f"attention pooling needs network.embed_size divisible by {SET_POOLING_HEADS}, got {embed}",
+    )
+
+
 def _validate_network(cfg: DictConfig) -> None:
-    from stoixlite.networks.memory import available_memories, memory_fields
+    from stoixlite.networks.memory import available_memories, memory_config_errors, memory_fields
 
     name = OmegaConf.select(cfg, "network.name")
     models = available_memories()
@@ -117,6 +159,7 @@ def _validate_network(cfg: DictConfig) -> None:
         activation,
         f"choose one of {list(ACTIVATIONS)}",
     )
+    _validate_encoder(cfg)
     accepted = memory_fields(name)
     for key in network_kwargs(cfg.network):
         _require(
@@ -125,6 +168,8 @@ def _validate_network(cfg: DictConfig) -> None:
             cfg.network[key],
             f"not a parameter of memory model {name!r} (accepted: {sorted(accepted)})",
         )
+    for key, value, allowed in memory_config_errors(name, network_kwargs(cfg.network)):
+        _require(False, f"network.{key}", value, allowed)
     scan = OmegaConf.select(cfg, "network.scan", default=None)
     if scan is not None:
         allowed = ("auto", "associative", "sequential")
@@ -169,6 +214,17 @@ def _validate_arch_system(cfg: DictConfig) -> None:
         "system.bptt_length",
         bptt,
         f"must be 0 (whole rollout) or a divisor of system.rollout_length={rollout}",
+    )
+    burn_in = OmegaConf.select(cfg, "system.burn_in", default=0)
+    _require(
+        isinstance(burn_in, int)
+        and not isinstance(burn_in, bool)
+        and burn_in >= 0
+        and (burn_in == 0 or 0 < bptt < rollout and burn_in <= bptt),
+        "system.burn_in",
+        burn_in,
+        f"must be 0, or at most system.bptt_length={bptt} with 0 < bptt_length < "
+        f"system.rollout_length={rollout} (burn-in precedes BPTT chunks)",
     )
     steps_per_update = num_envs * rollout
     num_updates = cfg.arch.total_timesteps // steps_per_update
@@ -217,6 +273,7 @@ def validate(cfg: DictConfig) -> None:
     _validate_arch_system(cfg)
     _validate_experiment(cfg)
     _validate_env(cfg)
+    _validate_obs_augment(cfg)
     _validate_network(cfg)
 
 
@@ -244,4 +301,5 @@ def ppo_config(cfg: DictConfig) -> PPOConfig:
         normalize_advantages=bool(s.normalize_advantages),
         num_updates=updates_per_chunk * a.num_evaluations,
         updates_per_chunk=updates_per_chunk,
+        burn_in=int(s.get("burn_in", 0) or 0),
     )

@@ -142,6 +142,7 @@ def evaluate_reference(
     encode = port_obs_encoder(port)
     space = exp.env.action_space
     augment = bool(cfg.env.get("obs_augment", False))
+    prev_reward = bool(cfg.env.get("obs_prev_reward", False))
     envs = [cls() for _ in range(episodes)]
     obs = [env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]
 
@@ -158,6 +159,7 @@ def evaluate_reference(
 
     act_width = int(space.n) if isinstance(space, Discrete) else int(np.prod(space.shape))
     prev_action = np.zeros((episodes, act_width), np.float32)
+    last_reward = np.zeros((episodes, 1 if prev_reward else 0), np.float32)
     carry = exp.network.initialize_carry(episodes)
     returns = np.zeros(episodes, np.float64)
     done = np.zeros(episodes, bool)
@@ -167,7 +169,7 @@ def evaluate_reference(
         x = np.stack([encode(o) for o in obs])
         if augment:
             first = np.full((episodes, 1), 1.0 if t == 0 else 0.0, np.float32)
-            x = np.concatenate([x, prev_action, first], axis=1)
+            x = np.concatenate([x, prev_action, last_reward, first], axis=1)
         key, act_key = jax.random.split(key)
         start = jnp.full((episodes,), t == 0)
         carry, action = act(params, carry, jnp.asarray(x), start, act_key)
@@ -179,6 +181,7 @@ def evaluate_reference(
             obs[i], reward, terminated, truncated, _ = env.step(a)
             returns[i] += float(reward)
             prev_action[i] = encode_action(action[i])
+            last_reward[i] = float(reward)
             done[i] = terminated or truncated
         if done.all():
             break

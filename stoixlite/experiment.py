@@ -25,14 +25,8 @@ from stoixlite.ppo.learner import make_learn_chunk, make_optimizer, make_update
 from stoixlite.ppo.types import LearnerState, PPOConfig
 
 
-def make_env_stack(
-    env_cfg: DictConfig | dict, num_envs: int, check_actions: bool | None = None
-) -> Environment:
-    """The vmapped, auto-resetting env stack for ``num_envs`` copies of ``env_cfg.name``.
-
-    ``check_actions`` (default: ``env_cfg.check_actions``, else off) raises on an out-of-range
-    action instead of playing it as an invalid move (docs/envs.md, "Invalid actions").
-    """
+def make_raw_env(env_cfg: DictConfig | dict) -> Environment:
+    """The raw (unwrapped, unbatched) env of the ``env`` config group."""
     env_cfg = (
         OmegaConf.to_container(env_cfg, resolve=True)
         if isinstance(env_cfg, DictConfig)
@@ -41,11 +35,23 @@ def make_env_stack(
     kwargs = dict(env_cfg.get("kwargs") or {})
     if env_cfg.get("difficulty") is not None:
         kwargs["difficulty"] = env_cfg["difficulty"]
-    env = make(env_cfg["name"], **kwargs)
+    return make(env_cfg["name"], **kwargs)
+
+
+def make_env_stack(
+    env_cfg: DictConfig | dict, num_envs: int, check_actions: bool | None = None
+) -> Environment:
+    """The vmapped, auto-resetting env stack for ``num_envs`` copies of ``env_cfg.name``.
+
+    ``check_actions`` (default: ``env_cfg.check_actions``, else off) raises on an out-of-range
+    action instead of playing it as an invalid move (docs/envs.md, "Invalid actions").
+    """
+    env = make_raw_env(env_cfg)
     return make_batched_env(
         env,
         num_envs,
         obs_augment=bool(env_cfg.get("obs_augment", False)),
+        obs_prev_reward=bool(env_cfg.get("obs_prev_reward", False)),
         check_actions=bool(
             env_cfg.get("check_actions", False) if check_actions is None else check_actions
         ),
@@ -65,6 +71,9 @@ def make_network(cfg: DictConfig, env: Environment) -> ActorCritic:
         head_layers=net.head_layers,
         activation=net.activation,
         shared_memory=net.shared_memory,
+        encoder_type=net.get("encoder", "mlp"),
+        set_layout=getattr(env.unwrapped, "set_layout", None),
+        set_pooling=net.get("set_pooling", "deepsets"),
     )
 
 

@@ -17,7 +17,7 @@ from stoixlite.envs.types import Environment
 EnvFactory = Callable[..., Environment]
 _REGISTRY: dict[str, EnvFactory] = {}
 _DISCOVERED = False
-_PACKAGES = ("stoixlite.envs.popgym",)
+_PACKAGES = ("stoixlite.envs.popgym", "stoixlite.envs.sets")
 _MODULES = ("stoixlite.envs.gymnax_adapter",)
 
 

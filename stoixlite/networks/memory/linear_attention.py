@@ -20,12 +20,14 @@ floats per batch element, much larger than the other memoroids: keep ``key_size`
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from stoixlite.networks.memory import register_memory
+from stoixlite.networks.memory._common import heads_errors, positive_int_errors
 from stoixlite.networks.memory._memoroid import MemoroidCell, MemoroidStack
 
 Array = jax.Array
@@ -98,6 +100,12 @@ class LinearAttention(MemoroidStack):
     num_heads: int = 4
     key_size: int = 16
     eps: float = 1e-6
+
+    @classmethod
+    def config_errors(cls, fields: dict[str, Any]) -> list[tuple[str, Any, str]]:
+        return heads_errors(fields, cls.num_heads) + positive_int_errors(
+            fields, {"key_size": cls.key_size}
+        )
 
     @nn.nowrap
     def make_cell(self, layer: int) -> LinearAttentionCell:
