@@ -35,6 +35,7 @@ import hashlib
 import json
 import logging
 import math
+import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -63,6 +64,24 @@ class CheckpointMismatchError(RuntimeError):
 
 class CheckpointCorruptError(RuntimeError):
     """No checkpoint of the run reads back intact; the message is one line."""
+
+
+def _silence_aborted_reads() -> None:
+    """Drop the ``RuntimeError('Event loop is closed')`` that orbax's aborted reads of a broken
+    checkpoint raise later from their worker threads (printed as bare tracebacks by
+    ``sys.unraisablehook``); every other unraisable exception is reported as before."""
+    previous = sys.unraisablehook
+    if getattr(previous, "_drops_aborted_reads", False):
+        return
+
+    def hook(unraisable: Any) -> None:
+        exc = unraisable.exc_value
+        if isinstance(exc, RuntimeError) and str(exc) == "Event loop is closed":
+            return
+        previous(unraisable)
+
+    hook._drops_aborted_reads = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook
 
 
 def _unreadable_metrics(directory: Path) -> dict[int, str]:
@@ -378,6 +397,7 @@ class Checkpointer:
                 raise
             except Exception as err:  # any read error: truncated, zeroed or missing files
                 broken[step] = _one_line(err)
+                _silence_aborted_reads()
                 continue
             moved = {} if self._read_only else self._quarantine(list(broken))
             for bad, why in broken.items() if warn else ():
@@ -479,5 +499,5 @@ def check_resumable(cfg: RunConfig | DictConfig, run_dir: str | Path) -> int:
         raise FileNotFoundError(
             f"no checkpoint in {directory}: the run stopped before saving its first one"
         )
-    with Checkpointer(directory, config_fingerprint(cfg), read_only=True) as ckpt:
+    with _quiet_absl(), Checkpointer(directory, config_fingerprint(cfg), read_only=True) as ckpt:
         return ckpt.newest_intact(warn=False)[0]
