@@ -106,7 +106,8 @@ BAD_INPUTS: list[tuple[list[str], str, int]] = [
     (["resume={zeroed}"], "no intact checkpoint in", FAILED),
     (["resume={run}", "network.hidden_size=16"], "different network/env config", CONFIG),
     (["resume={run}", "system.lr=inf"], "system.lr=inf is invalid", CONFIG),
-    (["resume={run}", "arch.num_envs=5"], "must divide arch.num_envs=5", CONFIG),
+    # one mistake (num_envs=5 would also break the budget: the typed parse lists both, one each)
+    (["resume={run}", "arch.num_envs=3"], "must divide arch.num_envs=3", CONFIG),
 ]
 
 
