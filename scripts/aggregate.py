@@ -23,12 +23,17 @@ The table is also printed. Needs only numpy, matplotlib and omegaconf.
 from __future__ import annotations
 
 import argparse
+import logging
 import math
 import sys
 from collections import defaultdict
 from pathlib import Path
 
-import matplotlib
+# No third-party log lines in the output (matplotlib's font cache notice, Pillow's PNG chunks).
+for _name in ("matplotlib", "PIL"):
+    logging.getLogger(_name).setLevel(logging.ERROR)
+
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

@@ -22,25 +22,28 @@ import logging
 import sys
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from stoixlite.envs.actions import find_invalid_action_error
 from stoixlite.envs.registry import env_spec
 from stoixlite.envs.types import FIRST, MID, TimeStep
 from stoixlite.ppo.evaluate import make_evaluator
 from stoixlite.ppo.rollout import act
 from stoixlite.run.build import Run, make_env_stack
-from stoixlite.run.resume import load_run
+from stoixlite.run.config import ConfigError
+from stoixlite.run.resume import find_checkpoint, load_run
 from stoixlite.specs import Discrete
 
 
 def evaluate_port(run: Run, params: Any, episodes: int, greedy: bool, seed: int) -> np.ndarray:
-    """Returns ``[episodes]`` of the policy on the JAX env (one episode per eval env)."""
+    """Returns ``[episodes]`` of the policy on the JAX env (one episode per eval env), in checked
+    mode: an out-of-range action raises ``InvalidActionError`` (docs/envs.md)."""
     cfg = run.config
-    env = make_env_stack(cfg.env, episodes)
+    env = make_env_stack(cfg.env, episodes, check_actions=True)
     max_steps = int((env.max_episode_steps or cfg.arch.eval_max_steps) + 1)
     evaluate = make_evaluator(
         run.network.apply, run.network.initialize_carry, env, episodes, greedy, max_steps
@@ -137,26 +140,65 @@ def _fmt(x: np.ndarray) -> str:
     return f"{x.mean():.4f} ± {x.std():.4f}"
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """Argument errors as one line on stderr (exit 2), without the usage block."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"error: {message} (see python -m stoixlite.evaluate --help)\n")
+
+
+def _checkpoint_arg(value: str) -> str | int:
+    if value in ("latest", "best"):
+        return value
+    if value.isdigit():
+        return int(value)
+    raise argparse.ArgumentTypeError(f"{value!r} is not latest, best or a step number")
+
+
+def _positive(value: str) -> int:
+    if not value.isdigit() or int(value) < 1:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a positive integer")
+    return int(value)
+
+
 def main(argv: list[str] | None = None) -> int:
     logging.getLogger("absl").setLevel(logging.ERROR)  # orbax's read-only notices
-    parser = argparse.ArgumentParser(
-        prog="python -m stoixlite.evaluate", description=__doc__.split("\n")[0]
-    )
+    parser = _OneLineParser(prog="python -m stoixlite.evaluate", description=__doc__.split("\n")[0])
     parser.add_argument(
         "run_dir", type=Path, help="a run directory (has config.yaml, checkpoints/)"
     )
-    parser.add_argument("--episodes", type=int, default=64, help="episodes per seed (default 64)")
+    parser.add_argument(
+        "--episodes", type=_positive, default=64, help="episodes per seed (default 64)"
+    )
     parser.add_argument("--sampled", action="store_true", help="sample actions (default: greedy)")
     parser.add_argument("--reference", action="store_true", help="also evaluate on original popgym")
-    parser.add_argument("--checkpoint", default="latest", help="latest (default), best, or a step")
+    parser.add_argument(
+        "--checkpoint",
+        type=_checkpoint_arg,
+        default="latest",
+        help="latest (default), best, or a step",
+    )
     parser.add_argument("--seed", type=int, default=12345, help="evaluation seed")
     args = parser.parse_args(argv)
     try:
+        cfg, _ = find_checkpoint(args.run_dir, args.checkpoint)  # before anything is built
+        if args.reference and env_spec(cfg.env.name).reference is None:
+            raise ValueError(
+                f"--reference needs an env with a reference implementation (the popgym ports); "
+                f"this run's env is {cfg.env.name}"
+            )
         results = evaluate_run(
             args.run_dir, args.episodes, args.sampled, args.reference, args.checkpoint, args.seed
         )
     except (FileNotFoundError, ValueError, RuntimeError) as err:
-        for line in str(err).splitlines():
+        invalid = find_invalid_action_error(err)
+        if invalid is not None:
+            lines = [invalid]
+        elif isinstance(err, ConfigError):  # one line per mistake of the saved config
+            lines = str(err).splitlines()
+        else:
+            lines = str(err).strip().splitlines()[:1]
+        for line in lines:
             print(f"error: {line}", file=sys.stderr)
         return 2
     mode = "sampled" if args.sampled else "greedy"

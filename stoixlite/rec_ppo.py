@@ -8,11 +8,17 @@ chunks, evaluation between chunks, JSON-lines metrics, W&B (``logger=wandb``), c
 progress bar, learning-curve plot. Returns the final mean evaluation return (what Hydra
 sweepers optimise).
 
-``resume=<run dir>`` continues an interrupted run in its own directory from its latest
+``resume=<run dir>`` continues an interrupted run in its own directory from its latest intact
 checkpoint, with the config saved there (command-line overrides given with ``resume`` are
-applied on top; a different network or env config is refused). In a multirun (``-m``) a failing
+applied on top; a different network or env config is refused). The run directory, its checkpoint
+and the config match are checked before anything is compiled. In a multirun (``-m``) a failing
 job writes its traceback to ``<job dir>/error.txt``, returns NaN (a failed trial for Optuna) and
-the sweep goes on.
+the sweep goes on (and ends non-zero, see :mod:`stoixlite.sweep_callback`).
+
+Every way a run can end badly is one line on stderr and a non-zero exit: a config error (2); a
+non-finite loss or parameter, no intact checkpoint or an unwritable output (1); SIGINT/SIGTERM
+(128 + signal; the line is the exact ``resume=`` command); Ctrl-C before training started, e.g.
+while compiling (130).
 """
 
 from __future__ import annotations
@@ -53,6 +59,19 @@ def train(cfg: RunConfig | DictConfig, run_dir: Path, resume: bool = False) -> f
     return run(cfg, run_dir, resume=resume)
 
 
+def _interrupted_line(run_dir: Path) -> str:
+    """One line for a KeyboardInterrupt outside the training loop (e.g. during compilation)."""
+    from stoixlite.tracking.checkpointing import checkpoint_dir
+
+    ckpts = checkpoint_dir(run_dir)
+    if ckpts.is_dir() and any(p.name.isdigit() for p in ckpts.iterdir()):
+        return (
+            f"interrupted before the next checkpoint; resume with "
+            f"`python -m stoixlite.rec_ppo resume={run_dir}`"
+        )
+    return f"interrupted before the first checkpoint: nothing to resume in {run_dir}"
+
+
 def _job_failed(run_dir: Path, message: str) -> float:
     """Record a failed multirun job and let the sweep continue."""
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -65,8 +84,14 @@ def _job_failed(run_dir: Path, message: str) -> float:
 
 @hydra.main(version_base=None, config_path=str(CONFIG_DIR), config_name="config")
 def main(cfg: DictConfig) -> float:
+    from stoixlite.run.divergence import NonFiniteError
     from stoixlite.run.resume import resume_config
-    from stoixlite.tracking.checkpointing import CheckpointMismatchError
+    from stoixlite.run.signals import TrainingInterrupted
+    from stoixlite.tracking.checkpointing import (
+        CheckpointCorruptError,
+        CheckpointMismatchError,
+        check_resumable,
+    )
 
     logging.getLogger("jax").setLevel(logging.WARNING)
     logging.getLogger("absl").setLevel(logging.WARNING)  # orbax is chatty at INFO
@@ -78,19 +103,53 @@ def main(cfg: DictConfig) -> float:
         if resume:
             run_dir = Path(str(resume)).expanduser().resolve()
             cfg = resume_config(cfg, run_dir, list(hydra_cfg.overrides.task))
-        return train(parse(cfg), run_dir, resume=bool(resume))
-    except (ConfigError, CheckpointMismatchError, FileNotFoundError) as err:
+        run_cfg = parse(cfg)
+        if resume:
+            check_resumable(run_cfg, run_dir)
+        return train(run_cfg, run_dir, resume=bool(resume))
+    except (
+        ConfigError,
+        CheckpointMismatchError,
+        FileNotFoundError,
+        NonFiniteError,
+        CheckpointCorruptError,
+    ) as err:
         if multirun:
             return _job_failed(run_dir, f"{type(err).__name__}: {err}\n")
         kind = "config error" if isinstance(err, ConfigError) else "error"
         for line in str(err).splitlines():
             print(f"{kind}: {line}", file=sys.stderr)
-        sys.exit(2)
+        sys.exit(1 if isinstance(err, (NonFiniteError, CheckpointCorruptError)) else 2)
+    except OSError as err:  # a full disk, an unwritable output directory
+        if multirun:
+            return _job_failed(run_dir, f"{type(err).__name__}: {err}\n")
+        print(f"error: cannot write the run's outputs: {err}", file=sys.stderr)
+        sys.exit(1)
+    except TrainingInterrupted as stop:
+        print(str(stop), file=sys.stderr)
+        raise
+    except KeyboardInterrupt:
+        print(_interrupted_line(run_dir), file=sys.stderr)
+        sys.exit(130)
     except Exception:
         if not multirun:
             raise
         return _job_failed(run_dir, traceback.format_exc())
 
 
-if __name__ == "__main__":
+def cli(argv: list[str] | None = None) -> None:
+    """The command line: overrides checked first (one line, exit 2, :mod:`stoixlite.run.overrides`),
+    then :func:`main` under Hydra."""
+    from stoixlite.run.overrides import override_error
+
+    argv = sys.argv[1:] if argv is None else argv
+    error = override_error(argv, CONFIG_DIR)
+    if error is not None:
+        print(f"config error: {error}", file=sys.stderr)
+        sys.exit(2)
+    sys.argv = [sys.argv[0], *argv]
     main()
+
+
+if __name__ == "__main__":
+    cli()

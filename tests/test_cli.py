@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import TINY, compose_config
@@ -48,6 +50,7 @@ def test_cli_runs_from_any_directory(tmp_path):
             f"hydra.run.dir={run_dir}",
         ],
         cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},  # this checkout
         capture_output=True,
         text=True,
         timeout=600,

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import compose_config
@@ -33,6 +35,10 @@ def test_default_config_is_valid():
         ("network.hidden_size=0", "network.hidden_size", "positive"),
         ("+network.bogus=3", "network.bogus", "not a parameter"),
         ("system.epochs=2.5", "system.epochs", "positive integer"),
+        ("system.lr=inf", "system.lr", "finite number"),
+        ("system.vf_coef=inf", "system.vf_coef", "finite number"),
+        ("system.lr=2.0", "system.lr", "(0.0, 1.0]"),
+        ("arch.on_nonfinite=ignore", "arch.on_nonfinite", "rollback"),
     ],
 )
 def test_bad_values_raise_one_line(override, key, hint):
@@ -60,15 +66,16 @@ def test_cli_prints_single_line_and_exits_nonzero(tmp_path):
             f"hydra.run.dir={tmp_path}/run",
         ],
         cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},  # this checkout
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert proc.returncode == 2
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
-    assert lines == ["config error: system.lr=-1 is invalid: must be a number in (0.0, inf]"], (
-        proc.stderr
-    )
+    assert lines == [
+        "config error: system.lr=-1 is invalid: must be a finite number in (0.0, 1.0]"
+    ], proc.stderr
     assert "Traceback" not in proc.stdout + proc.stderr
     assert not (tmp_path / "run" / "metrics.jsonl").exists()
 

@@ -142,7 +142,7 @@ def test_multirun_with_wandb_failing_job_and_aggregate(tmp_path):
     """4 jobs (2 seeds x 2 learning rates, one of them invalid): the valid jobs finish, share a
     W&B group, the invalid ones leave error.txt; the aggregate table pools the seeds."""
     sweep = tmp_path / "sweep"
-    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true", "PYTHONPATH": str(ROOT)}
     cmd = [
         sys.executable,
         "-m",
@@ -155,7 +155,8 @@ def test_multirun_with_wandb_failing_job_and_aggregate(tmp_path):
         f"hydra.sweep.dir={sweep}",
     ]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.returncode == 1, proc.stderr[-3000:]  # failed jobs: summary line, non-zero exit
+    assert "multirun: 2 of 4 jobs failed" in proc.stderr.splitlines()[-1]
     jobs = sorted(p for p in sweep.iterdir() if p.is_dir())
     ok = [j for j in jobs if (j / "metrics.jsonl").exists()]
     failed = [j for j in jobs if (j / "error.txt").exists()]

@@ -117,3 +117,24 @@ def test_disabled_does_nothing(tmp_path, monkeypatch):
     logger.log({"a": 1.0}, step=1)
     logger.finish()
     assert not (tmp_path / "run").exists() or not any((tmp_path / "run").iterdir())
+
+
+@pytest.mark.parametrize(
+    "wandb_mode,mode,why",
+    [
+        (None, "auto", "no W&B credentials"),
+        ("offline", "auto", "offline mode requested"),
+        (None, "offline", "offline mode requested"),
+    ],
+)
+def test_offline_run_says_so_in_one_line(monkeypatch, tmp_path, caplog, wandb_mode, mode, why):
+    if wandb_mode is None:
+        monkeypatch.delenv("WANDB_MODE")
+    with caplog.at_level(logging.WARNING, logger="stoixlite.tracking.wandb_logger"):
+        logger = WandbLogger({"x": 1}, tmp_path / "run", mode=mode)
+    assert logger.mode == "offline" and logger.active
+    lines = [r.getMessage() for r in caplog.records if "offline" in r.getMessage()]
+    assert len(lines) == 1 and "\n" not in lines[0], lines
+    assert why in lines[0] and f"wandb sync {logger.run_path}" in lines[0]
+    assert logger.run_path.name.startswith("offline-run-")
+    logger.finish()

@@ -19,6 +19,15 @@ The adapter state holds the gymnax state and its own PRNG key, split on every st
 goes to ``step_env``, which matters for stochastic envs). Observations are float32 and flattened;
 the action space is :class:`Discrete` or :class:`Box` from gymnax's space.
 
+Invalid actions (``docs/envs.md``). gymnax clamps or extrapolates out-of-range actions silently
+(CartPole's force is ``10 a - 10 (1 - a)``, MountainCar's ``(a - 1) F``, Acrobot indexes its torque
+table with clamping) and propagates NaN. The adapter clips Box actions to their bounds and
+replaces an invalid action (out-of-range integer, NaN) by the *worst valid action* at that state:
+every valid action (every corner ``low``/``high`` of a Box) is stepped with the same key and the
+lowest-reward outcome (the first on ties) is taken
+(:func:`stoixlite.envs.actions.worst_valid_step`). Valid actions take the normal path, but under
+``vmap`` both paths are computed: a step costs ``n + 1`` gymnax steps (3 for a Box).
+
 Registered names (factory kwargs are gymnax ``EnvParams`` overrides, e.g.
 ``make("gymnax/CartPole-v1", max_steps_in_episode=100)``; ``env_kwargs`` go to the gymnax
 constructor, e.g. ``env_kwargs={"num_bits": 2}`` for MemoryChain):
@@ -46,6 +55,7 @@ import numpy as np
 from flax import struct
 from gymnax.environments import spaces as gymnax_spaces
 
+from stoixlite.envs.actions import worst_valid_step
 from stoixlite.envs.registry import register_env
 from stoixlite.envs.types import Box, Discrete, Environment, Space, TimeStep, restart, transition
 
@@ -132,6 +142,10 @@ class GymnaxEnv(Environment):
         return GymnaxState(env_state, key), restart(self._obs(obs))
 
     def step(self, state: GymnaxState, action: jax.Array) -> tuple[GymnaxState, TimeStep]:
+        """One gymnax step; an invalid action is the worst valid one (see module docstring)."""
+        return worst_valid_step(self._step, self.action_space, state, action)
+
+    def _step(self, state: GymnaxState, action: jax.Array) -> tuple[GymnaxState, TimeStep]:
         key, step_key = jax.random.split(state.key)
         obs, env_state, reward, terminated, _ = self._env.step_env(
             step_key, state.env_state, action, self._params

@@ -73,4 +73,7 @@ def env_spec(name: str) -> EnvSpec:
 
 def make(name: str, **kwargs: Any) -> Environment:
     """Create the raw (unwrapped, unbatched) environment ``name``."""
-    return env_spec(name).factory(**kwargs)
+    env = env_spec(name).factory(**kwargs)
+    arguments = ", ".join(f"{key}={value!r}" for key, value in kwargs.items() if value is not None)
+    env.registered_label = f"{name}({arguments})" if arguments else name
+    return env

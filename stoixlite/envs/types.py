@@ -114,12 +114,19 @@ class Environment(Generic[State]):
 
     Subclasses implement :meth:`reset` and :meth:`step` as pure JAX functions and set
     ``observation_space`` and ``action_space``. ``max_episode_steps`` is informative (``None`` when
-    the env has no time limit).
+    the env has no time limit). ``registered_label`` is set by
+    :func:`stoixlite.envs.registry.make` (the registered name with its factory arguments, e.g.
+    ``popgym/minesweeper(difficulty='easy')``); :attr:`label` names the env in messages.
+
+    ``step`` must accept any action of the right dtype and shape, valid or not: an invalid action
+    is an invalid move as defined in :mod:`stoixlite.envs.actions` (never an error, never a
+    success).
     """
 
     observation_space: Box
     action_space: Space
     max_episode_steps: int | None = None
+    registered_label: str | None = None
 
     def reset(self, key: jax.Array) -> tuple[State, TimeStep]:
         raise NotImplementedError
@@ -134,3 +141,8 @@ class Environment(Generic[State]):
     @property
     def name(self) -> str:
         return type(self).__name__
+
+    @property
+    def label(self) -> str:
+        """The env in messages: its registered name and factory arguments, else :attr:`name`."""
+        return self.registered_label or self.name

@@ -6,11 +6,14 @@ is a ``flax.struct`` dataclass holding the inner state (``env_state``) plus its 
 
 The standard stack (:func:`wrap_env`) is, from the inside out::
 
-    raw env -> ObsAugmentWrapper (optional) -> AutoResetWrapper -> EpisodeStatsWrapper
+    raw env -> InvalidActionFlagWrapper -> ObsAugmentWrapper (optional) -> AutoResetWrapper
+            -> EpisodeStatsWrapper
 
-and the caller applies :class:`VmapWrapper` on top. ObsAugment must sit *below* AutoReset so that
-the auto-reset observation is produced by ObsAugment's ``reset`` (is_first = 1, zero previous
-action) while the true final observation keeps the last action and is_first = 0.
+and the caller applies :class:`VmapWrapper` on top (and, in checked mode, an
+:class:`ActionCheckWrapper` over the batch, see :func:`make_batched_env`). ObsAugment must sit
+*below* AutoReset so that the auto-reset observation is produced by ObsAugment's ``reset``
+(is_first = 1, zero previous action) while the true final observation keeps the last action and
+is_first = 0.
 
 Because a learner carries timesteps through ``lax.scan``, ``reset`` and ``step`` of every wrapper
 return timesteps with identical pytree structure and dtypes (same ``extras`` keys). A raw env must
@@ -26,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from stoixlite.envs.actions import clip_action, is_valid_action, raise_on_invalid
 from stoixlite.envs.types import LAST, Box, Discrete, Environment, Space, TimeStep
 
 
@@ -58,6 +62,10 @@ class Wrapper(Environment):
     def name(self) -> str:
         return self._env.name
 
+    @property
+    def label(self) -> str:
+        return self._env.label
+
     def reset(self, key: jax.Array) -> tuple[Any, TimeStep]:
         return self._env.reset(key)
 
@@ -66,6 +74,54 @@ class Wrapper(Environment):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._env!r})"
+
+
+# --------------------------------------------------------------------------------------------
+# Invalid actions (policy in stoixlite.envs.actions and docs/envs.md)
+# --------------------------------------------------------------------------------------------
+
+
+class InvalidActionFlagWrapper(Wrapper):
+    """Adds ``extras["invalid_action"]`` (bool): the action of this step was invalid.
+
+    False on ``reset``. The raw env itself defines what an invalid move does (see
+    :mod:`stoixlite.envs.actions`); this wrapper only reports it, so the training metric
+    ``train/invalid_actions`` can count it. Stateless: its state is the inner env's.
+    """
+
+    def reset(self, key: jax.Array) -> tuple[Any, TimeStep]:
+        env_state, ts = self._env.reset(key)
+        return env_state, ts.replace(extras={**ts.extras, "invalid_action": jnp.asarray(False)})
+
+    def step(self, state: Any, action: jax.Array) -> tuple[Any, TimeStep]:
+        env_state, ts = self._env.step(state, action)
+        invalid = ~is_valid_action(self.action_space, action)
+        return env_state, ts.replace(extras={**ts.extras, "invalid_action": invalid})
+
+
+class ActionCheckWrapper(Wrapper):
+    """Checked mode: raise :class:`~stoixlite.envs.actions.InvalidActionError` on an invalid action.
+
+    Works on a batched (e.g. :class:`VmapWrapper`) or unbatched env: one host callback
+    (``jax.debug.callback``) per step receives the whole action and raises with one line naming
+    the env (``label``, default ``env.label``), the first invalid action and the allowed range.
+    From compiled code the error arrives wrapped in a ``JaxRuntimeError`` whose message holds that
+    line (:func:`~stoixlite.envs.actions.find_invalid_action_error` extracts it). Meant for tests
+    and evaluation: the callback costs a host round trip per step.
+    """
+
+    def __init__(self, env: Environment, label: str | None = None):
+        super().__init__(env)
+        self._label = label or env.label
+        self._check = raise_on_invalid(self._label, env.action_space)
+
+    @property
+    def label(self) -> str:
+        return self._label
+
+    def step(self, state: Any, action: jax.Array) -> tuple[Any, TimeStep]:
+        jax.debug.callback(self._check, action, is_valid_action(self.action_space, action))
+        return self._env.step(state, action)
 
 
 # --------------------------------------------------------------------------------------------
@@ -102,11 +158,12 @@ class ObsAugmentWrapper(Wrapper):
         concat(obs.reshape(-1), prev_action_encoding [A], (prev_reward [1],) is_first [1])
 
     where the previous-action encoding is ``one_hot(action, n)`` for ``Discrete(n)`` (A = n) and the
-    flattened action vector for ``Box`` (A = prod(shape)). After ``reset`` the previous action (and
-    reward) are zeros and is_first = 1.0; after ``step(state, a)`` they encode ``a`` (and the
-    step's reward) and is_first = 0.0. The previous reward is off by default (POPGym does not use
-    it; RL^2-style agents do). Place this wrapper *below* :class:`AutoResetWrapper` (see
-    :func:`wrap_env`).
+    flattened action vector, clipped to the action bounds as the env applies it, for ``Box``
+    (A = prod(shape)); an invalid action (out of range, or NaN in a Box) is encoded as zeros.
+    After ``reset`` the previous action (and reward) are zeros and is_first = 1.0; after
+    ``step(state, a)`` they encode ``a`` (and the step's reward) and is_first = 0.0. The previous
+    reward is off by default (POPGym does not use it; RL^2-style agents do). Place this wrapper
+    *below* :class:`AutoResetWrapper` (see :func:`wrap_env`).
     """
 
     def __init__(self, env: Environment, prev_reward: bool = False):
@@ -137,9 +194,11 @@ class ObsAugmentWrapper(Wrapper):
         )
 
     def _encode_action(self, action: jax.Array) -> jax.Array:
-        if isinstance(self.action_space, Discrete):
-            return jax.nn.one_hot(action, self.action_space.n, dtype=jnp.float32)
-        return jnp.asarray(action, jnp.float32).reshape(-1)
+        space = self.action_space
+        if isinstance(space, Discrete):  # out-of-range integers give an all-zero one-hot
+            return jax.nn.one_hot(action, space.n, dtype=jnp.float32)
+        valid = is_valid_action(space, action)
+        return jnp.where(valid, clip_action(space, action), 0.0).reshape(-1)
 
     def _augment(
         self, obs: jax.Array, prev_action: jax.Array, prev_reward: jax.Array, is_first: float
@@ -328,8 +387,10 @@ def wrap_env(
     obs_augment: bool,
     batch_axis: str | None = None,
     obs_prev_reward: bool = False,
+    check_actions: bool = False,
 ) -> Environment:
-    """The standard (unbatched) stack: raw -> ObsAugment (optional) -> AutoReset -> EpisodeStats.
+    """The standard (unbatched) stack: raw -> InvalidActionFlag -> ObsAugment (optional) ->
+    AutoReset -> EpisodeStats (-> ActionCheck with ``check_actions``).
 
     ``obs_prev_reward`` (only with ``obs_augment``) adds the previous reward to the augmentation.
 
@@ -337,21 +398,34 @@ def wrap_env(
     episode (is_first = 1, zero previous action) and ``extras["next_obs"]`` is the augmented true
     final observation (last action, is_first = 0). Apply :class:`VmapWrapper` on top (its axis
     is ``ENV_AXIS`` unless named otherwise; ``batch_axis`` must name it, see
-    :class:`AutoResetWrapper`), or use :func:`make_batched_env`.
+    :class:`AutoResetWrapper`), or use :func:`make_batched_env`. ``extras["invalid_action"]``
+    flags invalid actions; ``check_actions`` raises on them instead (:class:`ActionCheckWrapper`).
     """
     if obs_prev_reward and not obs_augment:
         raise ValueError("obs_prev_reward requires obs_augment")
+    env = InvalidActionFlagWrapper(env)
     if obs_augment:
         env = ObsAugmentWrapper(env, prev_reward=obs_prev_reward)
     env = AutoResetWrapper(env, batch_axis=batch_axis)
-    return EpisodeStatsWrapper(env)
+    env = EpisodeStatsWrapper(env)
+    return ActionCheckWrapper(env) if check_actions else env
 
 
 def make_batched_env(
-    env: Environment, num_envs: int, *, obs_augment: bool, obs_prev_reward: bool = False
-) -> VmapWrapper:
-    """:func:`wrap_env` vmapped over ``num_envs`` copies, resets computed only when needed."""
+    env: Environment,
+    num_envs: int,
+    *,
+    obs_augment: bool,
+    obs_prev_reward: bool = False,
+    check_actions: bool = False,
+) -> Environment:
+    """:func:`wrap_env` vmapped over ``num_envs`` copies, resets computed only when needed.
+
+    With ``check_actions`` an :class:`ActionCheckWrapper` checks the whole batch of actions in one
+    callback per step (``env.check_actions=true``).
+    """
     stack = wrap_env(
         env, obs_augment=obs_augment, batch_axis=ENV_AXIS, obs_prev_reward=obs_prev_reward
     )
-    return VmapWrapper(stack, num_envs)
+    batched = VmapWrapper(stack, num_envs)
+    return ActionCheckWrapper(batched) if check_actions else batched

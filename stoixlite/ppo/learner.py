@@ -114,13 +114,15 @@ def split_minibatches(batch: SequenceBatch, perm: jax.Array, num_minibatches: in
 
 
 def episode_metrics(traj: Transition) -> dict[str, jax.Array]:
-    """Mean return/length of the episodes that ended in this rollout (NaN-free: count may be 0)."""
+    """Mean return/length of the episodes that ended in this rollout (NaN-free: count may be 0),
+    and the fraction of rollout steps whose action was invalid (``train/invalid_actions``)."""
     count = traj.last.sum()
     denom = jnp.maximum(count, 1)
     return {
         "train/episode_return": jnp.where(traj.last, traj.episode_return, 0.0).sum() / denom,
         "train/episode_length": jnp.where(traj.last, traj.episode_length, 0).sum() / denom,
         "train/episodes": count,
+        "train/invalid_actions": traj.invalid_action.mean(dtype=jnp.float32),
     }
 
 

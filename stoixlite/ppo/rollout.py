@@ -70,6 +70,7 @@ def rollout(
             next_obs=next_ts.extras["next_obs"],
             episode_return=next_ts.extras["episode_return"],
             episode_length=next_ts.extras["episode_length"],
+            invalid_action=next_ts.extras.get("invalid_action", jnp.zeros_like(next_ts.last())),
         )
         return (params, env_state, next_ts, mem, key), (transition, mem)
 

@@ -44,6 +44,7 @@ class Transition:
     next_obs: jax.Array  # [N, F] true next observation (final one on LAST)
     episode_return: jax.Array  # [N] return of the episode that ended (valid where last)
     episode_length: jax.Array  # [N] length of the episode that ended (valid where last)
+    invalid_action: jax.Array  # [N] bool: the action was out of range (docs/envs.md)
 
 
 @dataclass(frozen=True)

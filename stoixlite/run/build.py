@@ -27,6 +27,7 @@ from stoixlite.envs.types import Environment
 from stoixlite.envs.wrappers import make_batched_env
 from stoixlite.networks.actor_critic import ActorCritic
 from stoixlite.ppo.evaluate import make_evaluator
+from stoixlite.ppo.finite import all_finite
 from stoixlite.ppo.learner import make_learn_chunk, make_optimizer, make_update
 from stoixlite.ppo.types import LearnerState, PPOConfig
 from stoixlite.run.config import EnvConfig, NetworkConfig, RunConfig, parse
@@ -34,13 +35,20 @@ from stoixlite.run.config import EnvConfig, NetworkConfig, RunConfig, parse
 Metrics = dict[str, jax.Array]
 
 
-def make_env_stack(env_cfg: EnvConfig, num_envs: int) -> Environment:
-    """The vmapped, auto-resetting env stack for ``num_envs`` copies of ``env_cfg.name``."""
+def make_env_stack(
+    env_cfg: EnvConfig, num_envs: int, check_actions: bool | None = None
+) -> Environment:
+    """The vmapped, auto-resetting env stack for ``num_envs`` copies of ``env_cfg.name``.
+
+    ``check_actions`` (default: ``env_cfg.check_actions``) raises on an out-of-range action
+    instead of playing it as an invalid move (docs/envs.md, "Invalid actions").
+    """
     return make_batched_env(
         make(env_cfg.name, **env_cfg.factory_kwargs),
         num_envs,
         obs_augment=env_cfg.obs_augment,
         obs_prev_reward=env_cfg.obs_prev_reward,
+        check_actions=env_cfg.check_actions if check_actions is None else check_actions,
     )
 
 
@@ -78,7 +86,8 @@ def _split(key: jax.Array) -> tuple[jax.Array, jax.Array]:
 class Run:
     """One run: its config, env stack, network, optimiser, the pure PPO functions of one seed
     (``update``, ``learn_chunk``, ``evaluate``) and the compiled programs over all its seeds
-    (``learn``: learner state donated; ``evaluator``; ``split`` of the host keys)."""
+    (``learn``: learner state donated; ``evaluator``; ``split`` of the host keys;
+    ``params_finite``: one flag, every parameter of every seed finite, checked after each chunk)."""
 
     config: RunConfig
     ppo: PPOConfig
@@ -91,6 +100,7 @@ class Run:
     learn: Callable[[Any], tuple[Any, Metrics]] = field(init=False)
     evaluator: Callable[[Any, jax.Array], Metrics] = field(init=False)
     split: Callable[[jax.Array], tuple[jax.Array, jax.Array]] = field(init=False)
+    params_finite: Callable[[Any], jax.Array] = field(init=False)
     compiled_learn: Any = field(init=False, default=None)  # ``learn`` compiled ahead of time
 
     def __post_init__(self) -> None:
@@ -98,6 +108,7 @@ class Run:
         self.learn = over_seeds(self.learn_chunk, seeds, donate=True)
         self.evaluator = over_seeds(self.evaluate, seeds)
         self.split = over_seeds(_split, seeds)
+        self.params_finite = over_seeds(all_finite, 1)  # one flag over all seeds (no vmap)
 
     @property
     def steps_per_update(self) -> int:

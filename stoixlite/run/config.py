@@ -75,10 +75,12 @@ def choice(options: Callable[[], Sequence[Any]]) -> Rule:
 
 
 def number_in(low: float, high: float, low_open: bool = False) -> Rule:
+    """A finite number in ``[low, high]`` (``(low, high]`` with ``low_open``): NaN and +-inf are
+    refused whatever the bounds."""
     bracket = "(" if low_open else "["
     return Rule(
-        f"must be a number in {bracket}{float(low)}, {float(high)}]",
-        lambda v: (v > low if low_open else v >= low) and v <= high,
+        f"must be a finite number in {bracket}{float(low)}, {float(high)}]",
+        lambda v: math.isfinite(v) and (v > low if low_open else v >= low) and v <= high,
     )
 
 
@@ -86,6 +88,15 @@ POSITIVE_INT = Rule("must be a positive integer", lambda v: v > 0)
 NON_NEGATIVE_INT = Rule("must be an integer >= 0", lambda v: v >= 0)
 POSITIVE = number_in(0.0, math.inf, low_open=True)
 NON_NEGATIVE = number_in(0.0, math.inf)
+# Upper bounds of the PPO hyperparameters: beyond them a setting is absurd (an Adam step above 1,
+# a loss weight of 1e9), not merely unusual; every bound is far beyond what any PPO setting uses.
+MAX_LR = 1.0
+MAX_CLIP = 100.0
+MAX_COEF = 1000.0
+MAX_GRAD_NORM = 1e6
+# What the host loop does with a learn chunk whose losses or parameters are not finite
+# (stoixlite/run/divergence.py): stop with one line, or roll back to the newest checkpoint.
+ON_NONFINITE = ("stop", "rollback")
 
 
 def _env_names() -> list[str]:
@@ -141,6 +152,10 @@ class ArchConfig:
     num_eval_envs: int = rule(POSITIVE_INT)
     eval_greedy: bool
     eval_max_steps: int = rule(POSITIVE_INT)
+    # A chunk with a non-finite loss or parameter: stop (exit 1), or roll back to the newest
+    # checkpoint with system.lr halved, at most max_rollbacks times.
+    on_nonfinite: str = rule(choice(lambda: ON_NONFINITE), default="stop")
+    max_rollbacks: int = rule(NON_NEGATIVE_INT, default=3)
 
     @property
     def seeds(self) -> list[int]:
@@ -159,14 +174,14 @@ class SystemConfig:
     bptt_length: int = rule(NON_NEGATIVE_INT)
     gamma: float = rule(number_in(0.0, 1.0, low_open=True))
     gae_lambda: float = rule(number_in(0.0, 1.0))
-    clip_eps: float = rule(POSITIVE)
-    value_clip_eps: float = rule(NON_NEGATIVE)
-    vf_coef: float = rule(NON_NEGATIVE)
-    ent_coef: float = rule(NON_NEGATIVE)
-    lr: float = rule(POSITIVE)
+    clip_eps: float = rule(number_in(0.0, MAX_CLIP, low_open=True))
+    value_clip_eps: float = rule(number_in(0.0, MAX_CLIP))
+    vf_coef: float = rule(number_in(0.0, MAX_COEF))
+    ent_coef: float = rule(number_in(0.0, MAX_COEF))
+    lr: float = rule(number_in(0.0, MAX_LR, low_open=True))
     anneal_lr: bool
-    max_grad_norm: float = rule(POSITIVE)
-    adam_eps: float = rule(POSITIVE)
+    max_grad_norm: float = rule(number_in(0.0, MAX_GRAD_NORM, low_open=True))
+    adam_eps: float = rule(number_in(0.0, 1.0, low_open=True))
     normalize_advantages: bool
     rollout_unroll: int = rule(POSITIVE_INT, default=1)
     burn_in: int = rule(NON_NEGATIVE_INT, default=0)  # R2D2 burn-in before each BPTT chunk
@@ -211,6 +226,9 @@ class EnvConfig:
     difficulty: str | None = None
     obs_augment: bool
     obs_prev_reward: bool = False  # also append the previous reward (needs obs_augment)
+    # Checked mode: raise (one line naming the env, the action and the allowed range) on an
+    # out-of-range action instead of playing it as an invalid move (docs/envs.md).
+    check_actions: bool = False
     kwargs: Mapping[str, Any] = field(default_factory=dict)
 
     @property

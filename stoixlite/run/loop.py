@@ -1,8 +1,10 @@
 """The host loop of a training run: compiled learn chunks, evaluation, one record per chunk.
 
-``train(cfg, run_dir)`` runs ``arch.num_evaluations`` chunks. After each chunk it evaluates, then
-hands the chunk's record to the :class:`~stoixlite.tracking.recorder.Recorder` (JSON lines, W&B,
-progress bar, checkpoints). With several seeds (``arch.num_seeds = S > 1``) the learner state has
+``train(cfg, run_dir)`` runs ``arch.num_evaluations`` chunks. After each chunk it checks that the
+losses and parameters are finite (a non-finite chunk is discarded and the run stops or rolls back,
+``arch.on_nonfinite``, see :mod:`stoixlite.run.divergence`), evaluates, then hands the chunk's
+record to the :class:`~stoixlite.tracking.recorder.Recorder` (JSON lines, W&B, progress bar,
+checkpoints). With several seeds (``arch.num_seeds = S > 1``) the learner state has
 a leading ``[S]`` axis (see :mod:`stoixlite.run.build`); ``metrics.jsonl`` then holds the mean
 over seeds (plus ``*_seed_std`` of the returns) and ``metrics_per_seed.jsonl`` one record per
 seed.
@@ -19,6 +21,7 @@ ends the process cleanly; a second signal aborts at once.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
 import time
 from collections.abc import Callable
@@ -29,10 +32,19 @@ from omegaconf import DictConfig, OmegaConf
 
 from stoixlite.run.build import build_run
 from stoixlite.run.config import RunConfig, parse
+from stoixlite.run.divergence import (
+    CollapseWatch,
+    NonFiniteError,
+    first_nonfinite,
+    halved_lr,
+    nonfinite_message,
+)
 from stoixlite.run.resume import CONFIG_FILE, HostState, checkpoint_tree, restore
 from stoixlite.run.signals import StopRequest, TrainingInterrupted
 from stoixlite.tracking.metrics import summarize
 from stoixlite.tracking.recorder import Recorder
+
+log = logging.getLogger(__name__)
 
 
 def train(
@@ -67,15 +79,52 @@ def train(
     start = time.perf_counter()
     learn = run.compile_learn(state)
     compile_s = time.perf_counter() - start
+    collapse = CollapseWatch(cfg.system.lr)
     ok = False
     try:
         recorder.start(host.logger_step, run.steps_per_chunk * host.chunk)
         with StopRequest() as stop:
-            for chunk in range(host.chunk, num_chunks):
+            while host.chunk < num_chunks:
+                chunk = host.chunk
                 tic = time.perf_counter()
                 state, chunk_metrics = learn(state)
                 chunk_metrics = jax.device_get(chunk_metrics)
                 train_s = time.perf_counter() - tic
+                bad = first_nonfinite(chunk_metrics, run.params_finite(state.params))
+                if bad is not None:  # discard the chunk: nothing of it is logged or saved
+                    ckpt = recorder.checkpointer
+                    kept = ckpt.latest_step() if ckpt is not None else None
+                    message = nonfinite_message(chunk, *bad, kept, run_dir)
+                    arch = cfg.arch
+                    if arch.on_nonfinite != "rollback" or host.rollbacks >= arch.max_rollbacks:
+                        raise NonFiniteError(message)
+                    # Rollback: the newest checkpoint (or the initial state), halved lr.
+                    rollbacks, old_lr = host.rollbacks + 1, cfg.system.lr
+                    cfg = halved_lr(cfg)
+                    run = build_run(cfg)
+                    state, key = run.init()
+                    host = HostState()
+                    if kept is not None:
+                        assert ckpt is not None
+                        state, key, host, _ = restore(run, ckpt, kept)
+                    host.rollbacks = rollbacks
+                    recorder.rewind(cfg, host.logger_step)
+                    (run_dir / CONFIG_FILE).write_text(OmegaConf.to_yaml(cfg.to_dict()))
+                    tic = time.perf_counter()
+                    learn = run.compile_learn(state)
+                    compile_s += time.perf_counter() - tic
+                    collapse = CollapseWatch(cfg.system.lr)
+                    log.warning(
+                        "rollback %d of %d: %s; restarting from %s with system.lr %g -> %g",
+                        rollbacks,
+                        arch.max_rollbacks,
+                        message.split("; stopped", 1)[0],
+                        f"checkpoint {kept}" if kept is not None else "the initial state",
+                        old_lr,
+                        cfg.system.lr,
+                    )
+                    recorder.progress.update(run.steps_per_chunk * host.chunk, {})
+                    continue
                 key, eval_key = run.split(key)
                 eval_result = jax.device_get(run.evaluator(state.params, eval_key))
                 summary, per_seed = summarize(chunk_metrics, eval_result, seeds)
@@ -88,6 +137,7 @@ def train(
                     "time/compile_s": compile_s,
                 }
                 recorder.log(record, per_seed)
+                collapse.observe(record)
                 host.chunk, host.logger_step = chunk + 1, host.logger_step + 1
                 ret = record["eval/episode_return"]
                 if math.isfinite(ret) and (

@@ -1,6 +1,13 @@
 """Resuming and loading runs: the config of ``resume=<run dir>``, the host-loop state saved with
 every checkpoint, and :func:`restore`, the one way a checkpoint comes back (the trainer resuming
-and the evaluator loading a run both use it)."""
+and the evaluator loading a run both use it).
+
+Everything a resume or an evaluation needs from the run directory is checked before anything is
+compiled, each mistake one line: the directory, its ``config.yaml`` (:func:`load_run_config`) and
+an intact checkpoint written with the same config (:func:`find_checkpoint`,
+:func:`~stoixlite.tracking.checkpointing.check_resumable`); the latest checkpoint falls back to
+the newest intact one.
+"""
 
 from __future__ import annotations
 
@@ -12,8 +19,13 @@ import jax
 from omegaconf import DictConfig, OmegaConf
 
 from stoixlite.run.build import Run, build_run
-from stoixlite.run.config import ConfigError, parse
-from stoixlite.tracking.checkpointing import Checkpointer, checkpoint_dir, config_fingerprint
+from stoixlite.run.config import ConfigError, RunConfig, parse
+from stoixlite.tracking.checkpointing import (
+    Checkpointer,
+    check_resumable,
+    checkpoint_dir,
+    config_fingerprint,
+)
 
 CONFIG_FILE = "config.yaml"
 
@@ -26,6 +38,7 @@ class HostState:
     logger_step: int = 0  # records written to metrics.jsonl
     best_eval_return: float | None = None
     elapsed_s: float = 0.0  # training wall-clock before this process (for time/elapsed_s)
+    rollbacks: int = 0  # non-finite chunks rolled back (arch.on_nonfinite=rollback)
 
 
 def checkpoint_tree(state: Any, key: jax.Array) -> dict[str, Any]:
@@ -47,9 +60,11 @@ def resume_config(composed: DictConfig, run_dir: Path, overrides: list[str]) -> 
     the other command-line ``overrides`` taken from the ``composed`` config (a group override
     such as ``network=lstm`` replaces the whole group)."""
     path = Path(run_dir) / CONFIG_FILE
+    if not Path(run_dir).is_dir():
+        raise FileNotFoundError(f"resume={run_dir}: no such directory")
     if not path.exists():
         raise FileNotFoundError(f"resume={run_dir}: no config.yaml there (not a run directory)")
-    cfg = OmegaConf.load(path)
+    cfg = load_run_config(path)
     missing = object()
     for override in overrides:
         key = override.split("=", 1)[0].lstrip("+~")
@@ -68,16 +83,51 @@ def resume_config(composed: DictConfig, run_dir: Path, overrides: list[str]) -> 
     return cfg
 
 
-def load_run(run_dir: str | Path, checkpoint: str | int = "latest") -> tuple[Run, Any, int]:
-    """``(run, learner state, step)`` of a run directory's checkpoint (``latest``, ``best`` or a
-    step): its saved config parsed and built like the trainer does, the state restored."""
+def load_run_config(path: Path) -> DictConfig:
+    """A run directory's saved ``config.yaml``; :class:`ConfigError` (one line) if unreadable."""
+    try:
+        cfg = OmegaConf.load(path)
+    except Exception as err:  # YAML syntax, binary garbage, permissions
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError([f"{path} is unreadable: {first}"]) from None
+    if not isinstance(cfg, DictConfig) or "env" not in cfg or "network" not in cfg:
+        raise ConfigError([f"{path} is not a stoixlite run config (no env or network section)"])
+    return cfg
+
+
+def find_checkpoint(run_dir: str | Path, checkpoint: str | int = "latest") -> tuple[RunConfig, int]:
+    """``(parsed config, step)`` of checkpoint ``checkpoint`` (``latest``, ``best`` or a step)
+    in ``run_dir``, checked without building or compiling anything.
+
+    Raises :class:`FileNotFoundError`, :class:`ConfigError` or a checkpoint error with one line
+    in the user's terms: no such directory, not a run directory, no (intact) checkpoint, no such
+    step, another config.
+    """
     run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"run directory {run_dir} does not exist")
     config_path = run_dir / CONFIG_FILE
     if not config_path.exists():
         raise FileNotFoundError(f"{config_path} not found: is {run_dir} a stoixlite run directory?")
-    run = build_run(parse(OmegaConf.load(config_path)))
+    cfg = parse(load_run_config(config_path))
+    latest = check_resumable(cfg, run_dir)  # some checkpoint is there and intact
+    if checkpoint == "latest":
+        return cfg, latest
+    with Checkpointer(checkpoint_dir(run_dir), config_fingerprint(cfg), read_only=True) as ckpt:
+        steps = ckpt.all_steps()
+        step = (ckpt.best_step() or latest) if checkpoint == "best" else int(checkpoint)
+    if step not in steps:
+        raise FileNotFoundError(f"--checkpoint {checkpoint}: no such checkpoint (have {steps})")
+    return cfg, step
+
+
+def load_run(run_dir: str | Path, checkpoint: str | int = "latest") -> tuple[Run, Any, int]:
+    """``(run, learner state, step)`` of a run directory's checkpoint (``latest``, ``best`` or a
+    step): its saved config checked (:func:`find_checkpoint`), parsed and built like the trainer
+    does, the state restored (the latest falls back to the newest intact checkpoint)."""
+    cfg, step = find_checkpoint(run_dir, checkpoint)
+    run = build_run(cfg)
     fingerprint = config_fingerprint(run.config)
     with Checkpointer(checkpoint_dir(run_dir), fingerprint, read_only=True) as ckpt:
-        step = checkpoint if checkpoint in ("latest", "best") else int(checkpoint)
-        state, _, _, step = restore(run, ckpt, step)
+        state, _, _, step = restore(run, ckpt, None if checkpoint == "latest" else step)
     return run, state, step

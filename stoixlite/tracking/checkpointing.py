@@ -20,15 +20,23 @@ Retention: the last ``keep_last`` checkpoints are kept, plus the best one by eva
 (``keep_best``). Orbax writes every checkpoint into a temporary directory and renames it when
 complete, so an interrupted save never corrupts an existing checkpoint (a partial one is ignored
 and cleaned up).
+
+Corruption (a file truncated, zeroed or deleted after the save, e.g. by a full disk or a faulty
+copy): restoring the latest checkpoint falls back to the newest one that reads back intact, with
+one warning line naming each broken one; a writable :class:`Checkpointer` moves the broken ones to
+``<run dir>/checkpoints.broken/`` (kept for inspection, out of the way of new saves). When none is
+intact, :class:`CheckpointCorruptError` says so in one line.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
 import math
-from collections.abc import Mapping
+import sys
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -42,13 +50,71 @@ from stoixlite.run.config import RunConfig, parse
 log = logging.getLogger(__name__)
 
 CHECKPOINT_DIRNAME = "checkpoints"
+BROKEN_DIRNAME = "checkpoints.broken"  # next to CHECKPOINT_DIRNAME: unreadable checkpoints
 FORMAT_VERSION = 1
 # arch keys that change the shapes of the learner state (besides the network and env configs).
 _SHAPE_ARCH_KEYS = ("num_envs", "num_seeds")
+# env keys that change neither the learner state nor the env's dynamics on valid actions.
+_UNFINGERPRINTED_ENV_KEYS = ("check_actions",)
 
 
 class CheckpointMismatchError(RuntimeError):
     """A checkpoint cannot be restored into this run (different config or state structure)."""
+
+
+class CheckpointCorruptError(RuntimeError):
+    """No checkpoint of the run reads back intact; the message is one line."""
+
+
+def _silence_aborted_reads() -> None:
+    """Drop the ``RuntimeError('Event loop is closed')`` that orbax's aborted reads of a broken
+    checkpoint raise later from their worker threads (printed as bare tracebacks by
+    ``sys.unraisablehook``); every other unraisable exception is reported as before."""
+    previous = sys.unraisablehook
+    if getattr(previous, "_drops_aborted_reads", False):
+        return
+
+    def hook(unraisable: Any) -> None:
+        exc = unraisable.exc_value
+        if isinstance(exc, RuntimeError) and str(exc) == "Event loop is closed":
+            return
+        previous(unraisable)
+
+    hook._drops_aborted_reads = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook
+
+
+def _unreadable_metrics(directory: Path) -> dict[int, str]:
+    """``{step: reason}`` of the step directories whose orbax metrics file is not valid JSON."""
+    broken: dict[int, str] = {}
+    if not directory.is_dir():
+        return broken
+    for step_dir in directory.iterdir():
+        path = step_dir / "metrics" / "metrics"
+        if not step_dir.name.isdigit() or not path.is_file():
+            continue
+        try:
+            json.loads(path.read_bytes())
+        except (ValueError, UnicodeDecodeError) as err:
+            broken[int(step_dir.name)] = f"metrics: {_one_line(err)}"
+    return broken
+
+
+@contextlib.contextmanager
+def _quiet_absl() -> Iterator[None]:
+    logger = logging.getLogger("absl")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
+def _one_line(err: BaseException, limit: int = 160) -> str:
+    text = " ".join(str(err).split())
+    text = text if len(text) <= limit else text[: limit - 3] + "..."
+    return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
 
 # --------------------------------------------------------------------------------------------
@@ -61,14 +127,16 @@ def config_fingerprint(cfg: RunConfig | DictConfig | Mapping[str, Any]) -> dict[
 
     ``{"network": {...}, "env": {...}, "arch": {"num_envs": N, "num_seeds": S}, "hash": str}``
     of the parsed config (:func:`~stoixlite.run.config.parse`: typed values and defaults filled
-    in, so a composed config, its parsed form and the saved ``config.yaml`` agree). The hash is a
-    short sha256 of the rest.
+    in, so a composed config, its parsed form and the saved ``config.yaml`` agree), without
+    ``env.check_actions`` (a checked run resumes or evaluates an unchecked one's checkpoint). The
+    hash is a short sha256 of the rest.
     """
     container = parse(cfg).to_dict()
     arch = container["arch"]
+    env = {k: v for k, v in container["env"].items() if k not in _UNFINGERPRINTED_ENV_KEYS}
     fingerprint = {
         "network": container.get("network"),
-        "env": container.get("env"),
+        "env": env,
         "arch": {k: arch.get(k, 1 if k == "num_seeds" else None) for k in _SHAPE_ARCH_KEYS},
     }
     blob = json.dumps(fingerprint, sort_keys=True, default=str).encode()
@@ -195,6 +263,21 @@ class Checkpointer:
             raise ValueError(f"keep_last must be >= 1, got {keep_last}")
         self.directory = Path(directory).resolve()
         self.fingerprint = fingerprint
+        self._read_only = read_only
+        # Steps whose metrics file is unreadable break orbax's manager itself (it reads every
+        # step's metrics when it starts): a writable checkpointer moves them away first, a
+        # read-only one starts without reading metrics and skips them when restoring.
+        self._broken = _unreadable_metrics(self.directory)
+        if self._broken and not read_only:
+            moved = self._quarantine(list(self._broken))
+            for step, why in self._broken.items():
+                log.warning(
+                    "checkpoint %s is unreadable (%s), moved to %s",
+                    self.directory / str(step),
+                    why,
+                    moved.get(step),
+                )
+            self._broken = {}
         policies: list[Any] = [ocp.checkpoint_managers.LatestN(n=keep_last)]
         if keep_best:
             policies.append(
@@ -212,6 +295,7 @@ class Checkpointer:
             enable_async_checkpointing=False,
             create=not read_only,
             read_only=read_only,
+            lightweight_initialize=bool(self._broken),
         )
         self._manager = ocp.CheckpointManager(
             self.directory, item_names=("state", "host"), options=options
@@ -271,13 +355,67 @@ class Checkpointer:
         restored = self._manager.restore(step, args=ocp.args.Composite(host=ocp.args.JsonRestore()))
         return dict(restored["host"])
 
-    def restore(self, template: Any, step: int | None = None) -> tuple[Any, dict[str, Any], int]:
+    def restore(
+        self, template: Any, step: int | str | None = None
+    ) -> tuple[Any, dict[str, Any], int]:
         """Restore checkpoint ``step`` (latest by default; ``"best"`` for the best one).
 
         Returns ``(state, host, step)`` with ``state`` in ``template``'s structure and types.
-        Raises :class:`CheckpointMismatchError` if the config fingerprint or leaves differ.
+        Raises :class:`CheckpointMismatchError` if the config fingerprint or leaves differ. The
+        latest checkpoint falls back to the newest intact one (:meth:`newest_intact`).
         """
-        step = self._resolve_step(step)
+        if step is None or step == "latest":
+            step, host_item, arrays = self.newest_intact()
+        else:
+            step = self._resolve_step(step)
+            host_item, arrays = self._load(step)
+        state = unpack_state(template, arrays, host_item["leaves"])
+        return state, dict(host_item["host"]), step
+
+    def newest_intact(self, warn: bool = True) -> tuple[int, dict[str, Any], dict[str, Any]]:
+        """``(step, host item, arrays)`` of the newest checkpoint that reads back completely.
+
+        Newer unreadable checkpoints are skipped, each with one warning line (``warn``) naming it
+        and the one used instead; unless read-only they are moved to
+        ``<run dir>/checkpoints.broken/<step>``. Raises
+        :class:`FileNotFoundError` when there is no checkpoint, :class:`CheckpointCorruptError`
+        when none is intact and :class:`CheckpointMismatchError` when the newest intact one was
+        written with another config.
+        """
+        steps = sorted(self._manager.all_steps(), reverse=True)
+        if not steps:
+            raise FileNotFoundError(f"no checkpoint in {self.directory}")
+        broken: dict[int, str] = {}
+        for step in steps:
+            if step in self._broken:
+                broken[step] = self._broken[step]
+                continue
+            try:
+                with _quiet_absl():  # orbax logs its own parse errors of a broken file
+                    host_item, arrays = self._load(step)
+            except CheckpointMismatchError:
+                raise
+            except Exception as err:  # any read error: truncated, zeroed or missing files
+                broken[step] = _one_line(err)
+                _silence_aborted_reads()
+                continue
+            moved = {} if self._read_only else self._quarantine(list(broken))
+            for bad, why in broken.items() if warn else ():
+                where = f", moved to {moved[bad]}" if bad in moved else ""
+                log.warning(
+                    "checkpoint %s is unreadable (%s)%s; using checkpoint %d, the newest intact",
+                    self.directory / str(bad),
+                    why,
+                    where,
+                    step,
+                )
+            return step, host_item, arrays
+        raise CheckpointCorruptError(
+            f"no intact checkpoint in {self.directory}: steps {sorted(steps)} are all unreadable"
+        )
+
+    def _load(self, step: int) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The host item (fingerprint checked) and the state arrays of checkpoint ``step``."""
         host_item = self.read_host(step)
         saved_fp = host_item.get("fingerprint", {})
         if saved_fp.get("hash") != self.fingerprint.get("hash"):
@@ -293,8 +431,29 @@ class Checkpointer:
         restored = self._manager.restore(
             step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract))
         )
-        state = unpack_state(template, dict(restored["state"]), meta)
-        return state, dict(host_item["host"]), step
+        arrays = dict(restored["state"])
+        if set(arrays) != set(abstract):
+            raise ValueError(f"checkpoint {step} holds {len(arrays)} of {len(abstract)} leaves")
+        return host_item, arrays
+
+    def _quarantine(self, steps: list[int]) -> dict[int, Path]:
+        """Move unreadable checkpoints out of the manager's directory (kept, never deleted);
+        returns where each went."""
+        target = self.directory.parent / BROKEN_DIRNAME
+        target.mkdir(exist_ok=True)
+        moved: dict[int, Path] = {}
+        for step in steps:
+            source = self.directory / str(step)
+            if not source.exists():
+                continue
+            dest, n = target / str(step), 1
+            while dest.exists():
+                dest, n = target / f"{step}.{n}", n + 1
+            source.rename(dest)
+            moved[step] = dest
+        if hasattr(self, "_manager"):
+            self._manager.reload()
+        return moved
 
     def _resolve_step(self, step: int | str | None) -> int:
         if step == "best":
@@ -324,3 +483,21 @@ class Checkpointer:
 
 def checkpoint_dir(run_dir: str | Path) -> Path:
     return Path(run_dir) / CHECKPOINT_DIRNAME
+
+
+def check_resumable(cfg: RunConfig | DictConfig, run_dir: str | Path) -> int:
+    """The step ``resume=<run_dir>`` (or the evaluator's ``latest``) will restore, checked
+    without compiling anything.
+
+    Reads the newest intact checkpoint (nothing is moved or changed) and checks its config
+    fingerprint against ``cfg``. Raises :class:`FileNotFoundError` (no checkpoint),
+    :class:`CheckpointCorruptError` (none intact) or :class:`CheckpointMismatchError` (another
+    network/env config), each with a one-line message.
+    """
+    directory = checkpoint_dir(run_dir)
+    if not directory.is_dir() or not any(p.name.isdigit() for p in directory.iterdir()):
+        raise FileNotFoundError(
+            f"no checkpoint in {directory}: the run stopped before saving its first one"
+        )
+    with _quiet_absl(), Checkpointer(directory, config_fingerprint(cfg), read_only=True) as ckpt:
+        return ckpt.newest_intact(warn=False)[0]

@@ -4,6 +4,7 @@ Stable metric names (documented in README):
 
 * ``train/episode_return``, ``train/episode_length``: mean over episodes finished during the chunk
 * ``train/episodes``: number of episodes finished in the chunk
+* ``train/invalid_actions``: fraction of rollout steps whose action was invalid (docs/envs.md)
 * ``train/sps``: environment steps per second of the chunk (host wall-clock, excludes evaluation)
 * ``train/explained_variance``
 * ``loss/total``, ``loss/policy``, ``loss/value``, ``loss/entropy``, ``loss/approx_kl``,

@@ -1,10 +1,21 @@
-"""Learning-curve plots from JSON-lines metrics (matplotlib, Agg backend, no display needed)."""
+"""Learning-curve plots from JSON-lines metrics (matplotlib, Agg backend, no display needed).
+
+Importing this module silences the loggers of matplotlib and Pillow (:data:`QUIET_LOGGERS`):
+under Hydra's logging setup their info and debug lines (font cache, font matching, PNG chunks)
+would otherwise leak into a run's output. Their errors still show.
+"""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
-import matplotlib
+# Before matplotlib is imported: its font cache warning is logged at import time.
+QUIET_LOGGERS = {"matplotlib": logging.ERROR, "PIL": logging.ERROR}
+for _name, _level in QUIET_LOGGERS.items():
+    logging.getLogger(_name).setLevel(_level)
+
+import matplotlib  # noqa: E402
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402

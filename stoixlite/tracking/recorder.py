@@ -66,6 +66,20 @@ class Recorder:
         self.progress.__enter__()
         self.progress.update(step, {})
 
+    def rewind(self, cfg: RunConfig, logger_step: int) -> None:
+        """A rollback (:mod:`stoixlite.run.divergence`): the run goes on with ``cfg`` (its
+        ``system.lr`` halved) from the state in which ``logger_step`` records were written; the
+        metrics files are cut back to those records. Records already sent to W&B stay there (its
+        steps only increase)."""
+        self.cfg, self.last = cfg, {}
+        seeds = cfg.arch.num_seeds
+        for attr, keep in (("_writer", logger_step), ("_seed_writer", logger_step * seeds)):
+            writer = getattr(self, attr)
+            if writer is not None:
+                writer.close()
+                truncate_jsonl(writer.path, keep)
+                setattr(self, attr, JsonlWriter(writer.path))
+
     def log(self, record: dict[str, float], per_seed: list[dict[str, float]]) -> None:
         """One chunk's record (and per-seed records) to every enabled output."""
         self.last = record

@@ -3,7 +3,8 @@
 * Mode: ``auto`` (default) runs online when credentials exist (``WANDB_API_KEY`` or an entry for
   the W&B host in ``~/.netrc``) and offline otherwise; ``online``, ``offline`` and ``disabled``
   force a mode, and an explicit ``WANDB_MODE`` environment variable always wins. Offline runs
-  keep their files under ``<dir>/wandb/offline-run-*`` for a later ``wandb sync``.
+  keep their files under ``<dir>/wandb/offline-run-*`` for a later ``wandb sync``; an offline
+  run says so in one warning line that gives the reason and the ``wandb sync`` command.
 * Failures: if ``wandb.init`` fails online (no network, bad key, timeout after
   ``init_timeout`` s) the logger logs one error and retries offline; if that fails too it
   disables itself. An exception from any later call is logged once and W&B logging stops, while
@@ -108,6 +109,7 @@ class WandbLogger:
         self.run = None
         self._failed = False
         self.mode = resolve_mode(mode)
+        requested = self.mode
         if self.mode == "disabled":
             return
         try:
@@ -146,6 +148,8 @@ class WandbLogger:
         if self.run is None:
             self._failed = True
             return
+        if self.mode == "offline":
+            self._say_offline(requested, mode)
         try:
             self.run.define_metric(STEP_METRIC)
             self.run.define_metric("*", step_metric=STEP_METRIC)
@@ -163,6 +167,18 @@ class WandbLogger:
         if self.run is None:
             return None
         return Path(self.run.dir).parent
+
+    def _say_offline(self, requested: str, configured: str) -> None:
+        """One line: the run is logged offline, why, and the ``wandb sync`` command."""
+        if requested == "online":
+            why = "W&B unreachable"
+        elif os.environ.get("WANDB_MODE") or configured == "offline":
+            why = "offline mode requested"
+        else:
+            why = "no W&B credentials (WANDB_API_KEY or ~/.netrc)"
+        log.warning(
+            "W&B run logged offline (%s); upload it later with: wandb sync %s", why, self.run_path
+        )
 
     def _fail(self, what: str, err: BaseException, disable: bool = True) -> None:
         if disable:

@@ -36,6 +36,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from stoixlite.envs.actions import is_valid_action
 from stoixlite.envs.popgym import select_difficulty
 from stoixlite.envs.popgym.reference import PopgymReference
 from stoixlite.envs.registry import register_env
@@ -126,13 +127,15 @@ class Battleship(Environment[BattleshipState]):
         return self.reset_from_board(place_ships(key, self.board_size, self.ship_sizes))
 
     def step(self, state: BattleshipState, action: jax.Array) -> tuple[BattleshipState, TimeStep]:
-        row, col = action // self.board_size, action % self.board_size
-        hit = state.board[row, col] & ~state.guesses[row, col]
+        # An invalid action fires at no cell: a miss that marks nothing.
+        valid = is_valid_action(self.action_space, action)
+        cell = jnp.where(valid, action, 0)
+        row, col = cell // self.board_size, cell % self.board_size
+        hit = valid & state.board[row, col] & ~state.guesses[row, col]
         hits = state.hits + hit.astype(jnp.int32)
         num_steps = state.num_steps + 1
-        state = state.replace(
-            guesses=state.guesses.at[row, col].set(True), hits=hits, num_steps=num_steps
-        )
+        guesses = state.guesses.at[row, col].set(state.guesses[row, col] | valid)
+        state = state.replace(guesses=guesses, hits=hits, num_steps=num_steps)
         reward = jnp.where(hit, self.hit_reward, self.miss_reward)
         terminated = hits == self.needed_hits
         truncated = num_steps >= self.max_episode_length

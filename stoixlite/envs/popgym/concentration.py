@@ -39,6 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import struct
 
+from stoixlite.envs.actions import is_valid_action
 from stoixlite.envs.popgym import select_difficulty
 from stoixlite.envs.popgym.cards import DECK_SIZE, one_hot, select_category, shuffled_deck
 from stoixlite.envs.popgym.reference import PopgymReference
@@ -100,26 +101,31 @@ class Concentration(Environment[ConcentrationState]):
     def step(
         self, state: ConcentrationState, action: jax.Array
     ) -> tuple[ConcentrationState, TimeStep]:
+        # An invalid action flips nothing and keeps the pair open; it pays what flipping a
+        # face-up card does (-1/L, or -2/L with a card pending): no more than any valid flip.
+        valid = is_valid_action(self.action_space, action)
+        flip = jnp.where(valid, action, 0)
         positions = jnp.arange(self.num_cards)
         has_pending = state.pending >= 0
         pending = jnp.maximum(state.pending, 0)
-        flipped = (positions == action) | (has_pending & (positions == pending))
+        flipped = (valid & (positions == flip)) | (has_pending & (positions == pending))
         obs = self._obs(state.cards, state.face_up | flipped)
 
-        already_up = state.face_up[action] | (has_pending & state.face_up[pending])
+        already_up = state.face_up[flip] | (has_pending & state.face_up[pending])
         categories = self._category(state.cards)
-        match = (categories[pending] == categories[action]) & (pending != action)
-        success = ~already_up & has_pending & match
+        match = (categories[pending] == categories[flip]) & (pending != flip)
+        success = valid & ~already_up & has_pending & match
         pair_reward = jnp.where(success, self.success_reward, 2 * self.failure_reward)
         reward = jnp.where(
-            already_up,
+            already_up | ~valid,
             self.failure_reward * (1 + has_pending),
             jnp.where(has_pending, pair_reward, 0.0),
         )
         face_up = state.face_up | (success & flipped)
         terminated = success & jnp.all(face_up)
         truncated = state.t >= self.episode_length - 1
-        new_pending = jnp.where(already_up | has_pending, -1, action).astype(jnp.int32)
+        new_pending = jnp.where(already_up | has_pending, -1, flip)
+        new_pending = jnp.where(valid, new_pending, state.pending).astype(jnp.int32)
         state = state.replace(face_up=face_up, pending=new_pending, t=state.t + 1)
         return state, transition(obs, reward, terminated, truncated)
 

@@ -26,6 +26,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from stoixlite.envs.actions import is_valid_action
 from stoixlite.envs.popgym import select_difficulty
 from stoixlite.envs.popgym.cards import NUM_RANKS, DealtDeckEnv, DeckState, one_hot_np, rank_of
 from stoixlite.envs.popgym.reference import PopgymReference
@@ -53,7 +54,8 @@ class HigherLower(DealtDeckEnv):
         current = rank_of(state.deck[state.num_dealt - 1])
         state, card, terminated = self.deal(state)
         upcoming = rank_of(card)
-        right = (upcoming > current) == (action == HIGHER)
+        valid = is_valid_action(self.action_space, action)  # an invalid guess is always wrong
+        right = ((upcoming > current) == (action == HIGHER)) & valid
         signed = jnp.where(right, self.reward_scale, -self.reward_scale)
         reward = jnp.where(upcoming == current, 0.0, signed)
         return state, transition(self._obs(card), reward, terminated, False)

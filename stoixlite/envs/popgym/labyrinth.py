@@ -39,6 +39,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from stoixlite.envs.actions import is_valid_action
 from stoixlite.envs.types import Box, Discrete, Environment, TimeStep, restart, transition
 
 FREE, OBSTACLE, START, GOAL = 0, 1, 2, 3
@@ -243,9 +244,13 @@ class MazeEnv(Environment[MazeState]):
         return self.reset_from_draws(sample_draws(key, self.blocks))
 
     def move(self, state: MazeState, action: jax.Array) -> jax.Array:
-        """popgym's ``MazeEnv.move``: the new position, clipped to the grid, unchanged at a wall."""
+        """popgym's ``MazeEnv.move``: the new position, clipped to the grid, unchanged at a wall.
+
+        An invalid action does not move (a blocked move)."""
         high = jnp.array(self.grid_shape, jnp.int32) - 1
-        target = jnp.clip(state.position + MOVES[action], 0, high)
+        valid = is_valid_action(self.action_space, action)
+        delta = jnp.where(valid, MOVES[jnp.where(valid, action, 0)], 0)
+        target = jnp.clip(state.position + delta, 0, high)
         blocked = state.grid[target[0], target[1]] == OBSTACLE
         return jnp.where(blocked, state.position, target)
 
@@ -264,5 +269,7 @@ class MazeEnv(Environment[MazeState]):
         )
         reward, terminated = self.outcome(new_state, new_square)
         truncated = (new_state.timestep == self.max_episode_length - 1) & ~terminated
-        obs = self.observation(new_state.grid, position, action)
+        # The observation's previous-action entry of an invalid action is popgym's NONE.
+        shown = jnp.where(is_valid_action(self.action_space, action), action, NO_ACTION)
+        obs = self.observation(new_state.grid, position, shown)
         return new_state, transition(obs, reward, terminated, truncated)

@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from stoixlite.envs.actions import is_valid_action
 from stoixlite.envs.popgym import select_difficulty
 from stoixlite.envs.popgym.reference import PopgymReference
 from stoixlite.envs.registry import register_env
@@ -92,18 +93,24 @@ class MineSweeper(Environment[MineSweeperState]):
         return self.reset_from_mines(mines)
 
     def step(self, state: MineSweeperState, action: jax.Array) -> tuple[MineSweeperState, TimeStep]:
-        row, col = action // self.dims[1], action % self.dims[1]
-        mine = state.mines[row, col]
+        # An invalid action clicks no cell: it pays the mine reward (the worst) but ends nothing.
+        valid = is_valid_action(self.action_space, action)
+        cell = jnp.where(valid, action, 0)
+        row, col = cell // self.dims[1], cell % self.dims[1]
+        mine = valid & state.mines[row, col]
         seen = state.viewed[row, col]
         reward = jnp.where(
-            mine, self.fail_reward, jnp.where(seen, self.bad_action_reward, self.success_reward)
+            mine | ~valid,
+            self.fail_reward,
+            jnp.where(seen, self.bad_action_reward, self.success_reward),
         )
-        viewed = state.viewed.at[row, col].set(seen | ~mine)
+        viewed = state.viewed.at[row, col].set(seen | (valid & ~mine))
         timestep = state.timestep + 1
         terminated = mine | jnp.all(state.mines | viewed)
         truncated = (timestep == self.max_episode_length) & ~terminated
         state = state.replace(viewed=viewed, timestep=timestep)
-        obs = jax.nn.one_hot(state.neighbours[row, col], self.num_obs, dtype=jnp.float32)
+        count = jnp.where(valid, state.neighbours[row, col], 0)
+        obs = jax.nn.one_hot(count, self.num_obs, dtype=jnp.float32)
         return state, transition(obs, reward, terminated, truncated)
 
     def oracle_action(self, state: MineSweeperState) -> jax.Array:

@@ -29,6 +29,7 @@ import jax
 import jax.numpy as jnp
 from flax import struct
 
+from stoixlite.envs.actions import is_valid_action
 from stoixlite.envs.popgym import select_difficulty
 from stoixlite.envs.popgym.reference import PopgymReference
 from stoixlite.envs.registry import register_env
@@ -79,7 +80,9 @@ class MultiarmedBandit(Environment[BanditState]):
         self, state: BanditState, action: jax.Array, u: jax.Array
     ) -> tuple[BanditState, TimeStep]:
         """The transition given the payout draw ``u`` (float32 scalar in ``[0, 1)``)."""
-        payout = jnp.asarray(u, jnp.float32) < state.probs[action]
+        valid = is_valid_action(self.action_space, action)  # an invalid arm never pays out
+        arm = jnp.where(valid, action, 0)
+        payout = valid & (jnp.asarray(u, jnp.float32) < state.probs[arm])
         reward = jnp.where(payout, self.reward_scale, -self.reward_scale)
         truncated = state.num_steps >= self.max_episode_length - 1
         state = state.replace(num_steps=state.num_steps + 1)

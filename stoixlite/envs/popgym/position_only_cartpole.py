@@ -6,7 +6,7 @@ module also holds the shared CartPole physics used by ``velocity_only_cartpole``
 
 Dynamics (gymnasium CartPole, Euler integrator, identical operation order): state
 ``(x, x_dot, theta, theta_dot)`` drawn uniformly from ``[-0.05, 0.05]^4`` at reset; action 1 pushes
-right (+10 N), 0 pushes left. After each step:
+right (+10 N), 0 pushes left (an invalid action pushes neither way and earns 0). After each step:
 
 * reward: ``1 / L`` on every step, including the step that terminates (gymnasium returns 1.0 there
   and popgym maps any non-zero reward to ``1/L``), so the return lies in ``[0, 1]`` and equals 1
@@ -38,6 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from stoixlite.envs.actions import is_valid_action
 from stoixlite.envs.popgym import select_difficulty
 from stoixlite.envs.popgym.control import PhysicsEnv, PhysicsState
 from stoixlite.envs.popgym.reference import PopgymReference
@@ -76,7 +77,8 @@ def cartpole_physics_step(physics: jax.Array, action: jax.Array) -> tuple[jax.Ar
     c = lambda v: jnp.asarray(v, dtype)
     total_mass = c(TOTAL_MASS)
     x, x_dot, theta, theta_dot = physics[0], physics[1], physics[2], physics[3]
-    force = jnp.where(action == 1, c(FORCE_MAG), c(-FORCE_MAG))
+    # 1 pushes right, 0 left; any other (invalid) action applies no force.
+    force = jnp.where(action == 1, c(FORCE_MAG), jnp.where(action == 0, c(-FORCE_MAG), c(0.0)))
     costheta = jnp.cos(theta)
     sintheta = jnp.sin(theta)
     temp = (force + c(POLEMASS_LENGTH) * jnp.square(theta_dot) * sintheta) / total_mass
@@ -128,9 +130,11 @@ class PositionOnlyCartPole(PhysicsEnv):
         )
 
     def physics_step(self, physics: jax.Array, action: jax.Array):
-        """gymnasium's step; every step, the terminating one included, is rewarded ``1/L``."""
+        """gymnasium's step; every step, the terminating one included, is rewarded ``1/L``, except
+        a step with an invalid action, which pushes neither way and earns 0."""
         physics, terminated = cartpole_physics_step(physics, action)
-        return physics, self.reward_scale, terminated
+        reward = jnp.where(is_valid_action(self.action_space, action), self.reward_scale, 0.0)
+        return physics, reward, terminated
 
     def oracle_action(self, state: CartPoleState) -> jax.Array:
         """A balancing controller (push towards the side the pole falls to, with x feedback)."""

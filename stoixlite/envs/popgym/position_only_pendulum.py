@@ -16,7 +16,9 @@ Dynamics (gymnasium Pendulum, same operation order): ``theta ~ U(-pi, pi)``,
 
 Actions: ``Box(-2, 2, (1,))`` float32. **The env clips** the torque to ``[-2, 2]`` exactly as the
 reference does, so a policy may emit unbounded actions (the Gaussian head samples unbounded
-actions; see :class:`stoixlite.networks.distributions.Gaussian`).
+actions; see :class:`stoixlite.networks.distributions.Gaussian`). A NaN torque is an invalid move:
+no torque is applied and the step is charged the cost of the largest valid torque (``|u| = 2``),
+the worst valid reward at that state.
 
 Observation: float32 ``[2] = (cos theta, sin theta)`` computed in ``physics_dtype`` and cast.
 
@@ -70,9 +72,13 @@ def pendulum_physics_step(physics: jax.Array, action: jax.Array) -> tuple[jax.Ar
     dtype = physics.dtype
     c = lambda v: jnp.asarray(v, dtype)
     th, thdot = physics[0], physics[1]
-    u = jnp.clip(jnp.asarray(action, jnp.float32).reshape(-1)[0], -MAX_TORQUE, MAX_TORQUE)
+    raw = jnp.asarray(action, jnp.float32).reshape(-1)[0]
+    # An invalid (NaN) torque applies none but is charged as the costliest valid torque.
+    valid = ~jnp.isnan(raw)
+    u = jnp.clip(jnp.where(valid, raw, 0.0), -MAX_TORQUE, MAX_TORQUE)
     # numpy: ``0.001 * (u**2)`` and ``3.0 / (m * l**2) * u`` stay float32 (u is a float32 scalar).
-    u_cost = (jnp.float32(0.001) * (u * u)).astype(dtype)
+    u_squared = jnp.where(valid, u * u, jnp.float32(MAX_TORQUE**2))
+    u_cost = (jnp.float32(0.001) * u_squared).astype(dtype)
     u_acc = (jnp.float32(3.0 / (M * L_POLE**2)) * u).astype(dtype)
     costs = jnp.square(angle_normalize(th)) + c(0.1) * jnp.square(thdot) + u_cost
     newthdot = thdot + (c(3 * G / (2 * L_POLE)) * jnp.sin(th) + u_acc) * c(DT)

@@ -1,0 +1,143 @@
+"""Action validity: which actions an env accepts, and the checked mode that refuses the others.
+
+The policy (``docs/envs.md``, "Invalid actions"):
+
+* ``Discrete(n)``: an action is valid when it is an integer in ``0..n-1``. Anything else
+  (negative, ``n``, huge) is an *invalid move*: each env defines it so that it changes nothing but
+  the passage of time, pays no more than the worst valid action would at that step and never
+  counts as a success (the per-env table is in ``docs/envs.md``).
+* ``Box(low, high)``: finite or infinite values outside the bounds are clipped to them, as
+  gymnasium, popgym and gymnax do; an action with a NaN component is an invalid move.
+* The standard wrapper stack reports every invalid move in ``extras["invalid_action"]`` (bool,
+  see :class:`stoixlite.envs.wrappers.InvalidActionFlagWrapper`); with ``check_actions`` it
+  raises :class:`InvalidActionError` naming the env, the action and the allowed range
+  (:class:`stoixlite.envs.wrappers.ActionCheckWrapper`).
+
+All functions work on unbatched and batched actions alike: the trailing ``space.shape`` axes are
+the action, any leading axes are batch axes.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from stoixlite.envs.types import Box, Discrete, Space, TimeStep
+
+
+class InvalidActionError(ValueError):
+    """An out-of-range action met an env in checked mode (``env.check_actions=true``)."""
+
+
+def _action_axes(space: Space, action: jax.Array) -> tuple[int, ...]:
+    ndim = len(space.shape)
+    return tuple(range(action.ndim - ndim, action.ndim))
+
+
+def is_valid_action(space: Space, action: jax.Array) -> jax.Array:
+    """bool ``[*batch]``: ``action`` (``[*batch, *space.shape]``) is a valid action of ``space``.
+
+    Discrete: an integer in ``0..n-1`` (a float is valid only when it is such an integer). Box: no
+    NaN component (out-of-bounds values are valid and clipped by the env).
+    """
+    action = jnp.asarray(action)
+    if isinstance(space, Discrete):
+        valid = (action >= 0) & (action < space.n)
+        if not jnp.issubdtype(action.dtype, jnp.integer):
+            valid &= action == jnp.floor(action)
+        return jnp.all(valid, axis=_action_axes(space, action))
+    return ~jnp.any(jnp.isnan(action), axis=_action_axes(space, action))
+
+
+def clip_action(space: Box, action: jax.Array) -> jax.Array:
+    """A Box action clipped to the space's bounds (float32; NaN components become 0)."""
+    action = jnp.nan_to_num(
+        jnp.asarray(action, jnp.float32), nan=0.0, posinf=np.inf, neginf=-np.inf
+    )
+    low = jnp.asarray(space.low, jnp.float32)
+    high = jnp.asarray(space.high, jnp.float32)
+    return jnp.clip(action, low, high)
+
+
+def allowed_actions(space: Space) -> str:
+    """The allowed range in words, e.g. ``integers 0..15`` or ``floats in [-2.0, 2.0] ...``."""
+    if isinstance(space, Discrete):
+        return f"integers 0..{space.n - 1}"
+    return (
+        f"float arrays of shape {tuple(space.shape)} without NaN (values outside "
+        f"[{space.low}, {space.high}] are clipped)"
+    )
+
+
+def invalid_action_message(env_name: str, space: Space, action: Any, valid: Any) -> str:
+    """One line naming the env, the first invalid action and the allowed range."""
+    action = np.asarray(action)
+    valid = np.asarray(valid, bool)
+    bad_index = np.argwhere(~valid)[0] if valid.ndim else ()
+    bad = action[tuple(bad_index)]
+    where = f" (env index {tuple(int(i) for i in bad_index)})" if valid.ndim else ""
+    count = int((~valid).sum())
+    more = f"; {count} invalid in this step" if count > 1 else ""
+    value = bad.tolist()
+    return (
+        f"env {env_name}: invalid action {value}{where}{more}; "
+        f"allowed: {allowed_actions(space)} ({space!r})"
+    )
+
+
+def raise_on_invalid(env_name: str, space: Space) -> Callable[[Any, Any], None]:
+    """A host callback ``(action, valid) -> None`` raising :class:`InvalidActionError`."""
+
+    def check(action: Any, valid: Any) -> None:
+        if not np.all(valid):
+            raise InvalidActionError(invalid_action_message(env_name, space, action, valid))
+
+    return check
+
+
+_ERROR_LINE = re.compile(rf"{InvalidActionError.__name__}: (.*)")
+
+
+def find_invalid_action_error(exc: BaseException) -> str | None:
+    """The :class:`InvalidActionError` message inside ``exc`` (a ``JaxRuntimeError`` raised by the
+    checked mode's callback from compiled code), or ``None`` when ``exc`` is something else."""
+    if isinstance(exc, InvalidActionError):
+        return str(exc)
+    match = _ERROR_LINE.search(str(exc))
+    return match.group(1).strip() if match else None
+
+
+def worst_valid_step(
+    step: Callable[[Any, jax.Array], tuple[Any, TimeStep]],
+    space: Space,
+    state: Any,
+    action: jax.Array,
+) -> tuple[Any, TimeStep]:
+    """``step(state, action)``; an invalid action is replaced by the worst valid candidate.
+
+    The candidates are every action of a ``Discrete`` space, or the all-``low`` and all-``high``
+    corners of a ``Box``; each is stepped from ``state`` and the one with the lowest reward (the
+    first on ties) stands in for the invalid action. Used where the env's internals are not ours
+    (the gymnax adapter): the invalid move then pays exactly the worst valid reward. Box actions
+    are clipped to the bounds first. Costs one step per candidate.
+    """
+    valid = is_valid_action(space, action)
+    if isinstance(space, Discrete):
+        candidates = jnp.arange(space.n, dtype=jnp.int32)
+        safe = jnp.where(valid, action, 0).astype(jnp.int32)
+    else:
+        corner = lambda v: jnp.broadcast_to(jnp.asarray(v, jnp.float32), space.shape)  # noqa: E731
+        candidates = jnp.stack([corner(space.low), corner(space.high)])
+        safe = clip_action(space, action)
+
+    def worst(_: None) -> tuple[Any, TimeStep]:
+        states, timesteps = jax.vmap(step, in_axes=(None, 0))(state, candidates)
+        index = jnp.argmin(timesteps.reward)
+        return jax.tree.map(lambda x: x[index], (states, timesteps))
+
+    return jax.lax.cond(valid, lambda _: step(state, safe), worst, None)

@@ -1,0 +1,75 @@
+"""Command-line overrides checked before Hydra runs, so that a mistake is one line.
+
+Hydra reports an unknown group option (``env=popgym/nope``), an unknown key (``system.lrr=1``)
+or a malformed override (``arch.num_envs``) in several lines, some without the list of choices.
+:func:`override_error` finds these first and returns one line naming the override and what is
+allowed; :mod:`stoixlite.rec_ppo` prints it and exits with status 2 before anything is built.
+
+* Group options (also in a multirun's comma lists): the option must be a ``.yaml`` file of the
+  group under ``configs/``; the line lists every available option.
+* Everything else (single runs only; a multirun's sweep syntax is Hydra's to expand): the
+  overrides are composed once with Hydra's compose API and its error is cut to one line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+
+MULTIRUN_FLAGS = ("-m", "--multirun")
+_SWEEP_SYNTAX = ("(", "[", "${")
+
+
+def group_options(config_dir: Path, group: str) -> list[str]:
+    """Options of a config group: ``.yaml`` files under ``config_dir/group``, without suffix."""
+    root = config_dir / group
+    return sorted(str(p.relative_to(root).with_suffix("")) for p in root.rglob("*.yaml"))
+
+
+def group_option_error(argv: list[str], config_dir: Path) -> str | None:
+    """One line for the first ``group=option`` naming an option the group does not have."""
+    for arg in argv:
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        key, value = arg.split("=", 1)
+        group = key.lstrip("+~")
+        if "." in group or group.startswith("hydra") or not (config_dir / group).is_dir():
+            continue
+        if any(token in value for token in _SWEEP_SYNTAX):
+            continue
+        choices = group_options(config_dir, group)
+        for option in value.split(","):
+            if option not in choices:
+                return f"{group}={option} is invalid: choose one of {choices}"
+    return None
+
+
+def _one_line(message: str) -> str:
+    lines = [line.strip() for line in str(message).splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith("Set the environment variable")]
+    return "; ".join(lines[:2]) if lines else "invalid command-line override"
+
+
+def compose_error(argv: list[str], config_dir: Path, config_name: str = "config") -> str | None:
+    """One line for an override Hydra cannot apply (single runs; ``None`` in a multirun)."""
+    if any(arg in MULTIRUN_FLAGS for arg in argv):
+        return None
+    overrides = [arg for arg in argv if not arg.startswith("-")]
+    if len(overrides) != len(argv):  # other Hydra flags (--cfg, --help, ...): Hydra's business
+        return None
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(str(config_dir), version_base=None):
+            compose(config_name, overrides=overrides)
+    except Exception as err:  # Hydra's override, composition and parse errors
+        return _one_line(str(err))
+    finally:
+        GlobalHydra.instance().clear()
+    return None
+
+
+def override_error(argv: list[str], config_dir: Path) -> str | None:
+    """The first command-line mistake as one line, or ``None`` when Hydra can run ``argv``."""
+    return group_option_error(argv, config_dir) or compose_error(argv, config_dir)

@@ -1,0 +1,289 @@
+"""Bad inputs as a new user makes them (issue 12): each is one line on stderr, no traceback, a
+non-zero exit, and no change to any file of an existing run directory.
+
+The table grows with every defect found: add the input, the words its line must contain and the
+exit status. ``{run}`` is a finished run directory; ``{nockpt}``, ``{zeroed}``, ``{garbage}``,
+``{empty}`` and ``{missing}`` are copies of it without checkpoints, with every checkpoint file
+zeroed, with a garbage ``config.yaml``, an empty directory and a path that does not exist. The
+training CLI runs in this process (its entry point :func:`stoixlite.rec_ppo.cli`), so the inputs
+that are refused before compiling cost no compilation.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import shutil
+import signal
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import TINY, compose_config
+
+from stoixlite.run import loop, resume
+from stoixlite.run.signals import TrainingInterrupted
+from stoixlite.tracking.checkpointing import checkpoint_dir
+
+RUN = TINY + ["arch.total_timesteps=128", "arch.num_evaluations=2", "logger.plot=false"]
+
+CONFIG = 2  # exit status of a config or argument error
+FAILED = 1  # no intact checkpoint, non-finite values
+INTERRUPTED = 130  # Ctrl-C outside the training loop
+QUIET_HYDRA = ["hydra/job_logging=none", "hydra/hydra_logging=none"]
+
+BAD_INPUTS: list[tuple[list[str], str, int]] = [
+    # config values: non-finite, absurd, out of range, wrong type
+    (["system.lr=inf"], "system.lr=inf is invalid: must be a finite number", CONFIG),
+    (["system.lr=nan"], "system.lr=nan is invalid", CONFIG),
+    (["system.lr=-inf"], "system.lr=-inf is invalid", CONFIG),
+    (["system.lr=-1"], "system.lr=-1 is invalid", CONFIG),
+    (["system.lr=0"], "system.lr=0 is invalid", CONFIG),
+    (["system.lr=2.0"], "system.lr=2.0 is invalid: must be a finite number in (0.0, 1.0]", CONFIG),
+    (["system.lr=abc"], "system.lr='abc' is invalid", CONFIG),
+    (["system.vf_coef=inf"], "system.vf_coef=inf is invalid", CONFIG),
+    (["system.vf_coef=-1"], "system.vf_coef=-1 is invalid", CONFIG),
+    (["system.vf_coef=1e9"], "system.vf_coef=1000000000.0 is invalid", CONFIG),
+    (["system.ent_coef=nan"], "system.ent_coef=nan is invalid", CONFIG),
+    (["system.ent_coef=-0.1"], "system.ent_coef=-0.1 is invalid", CONFIG),
+    (["system.gamma=1.5"], "system.gamma=1.5 is invalid", CONFIG),
+    (["system.gamma=0"], "system.gamma=0 is invalid", CONFIG),
+    (["system.gamma=nan"], "system.gamma=nan is invalid", CONFIG),
+    (["system.gae_lambda=-0.1"], "system.gae_lambda=-0.1 is invalid", CONFIG),
+    (["system.gae_lambda=2"], "system.gae_lambda=2 is invalid", CONFIG),
+    (["system.clip_eps=0"], "system.clip_eps=0 is invalid", CONFIG),
+    (["system.clip_eps=inf"], "system.clip_eps=inf is invalid", CONFIG),
+    (["system.value_clip_eps=-1"], "system.value_clip_eps=-1 is invalid", CONFIG),
+    (["system.max_grad_norm=0"], "system.max_grad_norm=0 is invalid", CONFIG),
+    (["system.max_grad_norm=inf"], "system.max_grad_norm=inf is invalid", CONFIG),
+    (["system.adam_eps=0"], "system.adam_eps=0 is invalid", CONFIG),
+    (["system.adam_eps=nan"], "system.adam_eps=nan is invalid", CONFIG),
+    (["system.rollout_length=0"], "system.rollout_length=0 is invalid", CONFIG),
+    (["system.rollout_length=abc"], "system.rollout_length='abc' is invalid", CONFIG),
+    (["system.epochs=2.5"], "system.epochs=2.5 is invalid", CONFIG),
+    (["system.epochs=0"], "system.epochs=0 is invalid", CONFIG),
+    (["system.num_minibatches=3"], "must divide arch.num_envs", CONFIG),
+    (["system.bptt_length=7"], "system.bptt_length=7 is invalid", CONFIG),
+    (["system.bptt_length=-1"], "system.bptt_length=-1 is invalid", CONFIG),
+    (["system.rollout_unroll=0"], "system.rollout_unroll=0 is invalid", CONFIG),
+    (["arch.num_envs=0"], "arch.num_envs=0 is invalid", CONFIG),
+    (["arch.num_envs=-4"], "arch.num_envs=-4 is invalid", CONFIG),
+    (["arch.total_timesteps=100"], "arch.total_timesteps=100 is invalid", CONFIG),
+    (["arch.total_timesteps=-5"], "arch.total_timesteps=-5 is invalid", CONFIG),
+    (["arch.num_evaluations=0"], "arch.num_evaluations=0 is invalid", CONFIG),
+    (["arch.num_eval_envs=0"], "arch.num_eval_envs=0 is invalid", CONFIG),
+    (["arch.eval_max_steps=0"], "arch.eval_max_steps=0 is invalid", CONFIG),
+    (["arch.num_seeds=0"], "arch.num_seeds=0 is invalid", CONFIG),
+    (["arch.on_nonfinite=ignore"], "arch.on_nonfinite='ignore' is invalid", CONFIG),
+    (["arch.max_rollbacks=-1"], "arch.max_rollbacks=-1 is invalid", CONFIG),
+    (["checkpoint.every=0"], "checkpoint.every=0 is invalid", CONFIG),
+    (["checkpoint.keep_last=0"], "checkpoint.keep_last=0 is invalid", CONFIG),
+    (["logger=wandb", "logger.wandb.mode=sometimes"], "logger.wandb.mode='sometimes'", CONFIG),
+    (["env.name=popgym/nope"], "env.name='popgym/nope' is invalid: choose one of", CONFIG),
+    (["env.difficulty=impossible"], "env.difficulty='impossible' is invalid", CONFIG),
+    (["env=gymnax/CartPole-v1", "env.difficulty=hard"], "has no difficulty levels", CONFIG),
+    (["network.name=transformerxl"], "network.name='transformerxl' is invalid", CONFIG),
+    (["network.hidden_size=0"], "network.hidden_size=0 is invalid", CONFIG),
+    (["network.activation=swish"], "network.activation='swish' is invalid", CONFIG),
+    (["+network.bogus=3"], "network.bogus=3 is invalid: not a parameter", CONFIG),
+    (["network.encoder_layers=-1"], "network.encoder_layers=-1 is invalid", CONFIG),
+    # command-line overrides Hydra cannot apply
+    (["env=popgym/nope"], "env=popgym/nope is invalid: choose one of ['gymnax/", CONFIG),
+    (["network=foo"], "network=foo is invalid: choose one of ['deltanet', 'elman', 'ffm'", CONFIG),
+    (["system=nope"], "system=nope is invalid: choose one of ['rec_ppo']", CONFIG),
+    (["logger=nope"], "logger=nope is invalid: choose one of ['default', 'wandb']", CONFIG),
+    (["checkpoint=nope"], "checkpoint=nope is invalid: choose one of ['default']", CONFIG),
+    (["-m", "network=gru,nope"], "network=nope is invalid: choose one of", CONFIG),
+    (["foo=3"], "Could not override 'foo'", CONFIG),
+    (["system.lrr=0.1"], "Could not override 'system.lrr'", CONFIG),
+    (["arch.num_envs"], "Error parsing override 'arch.num_envs'", CONFIG),
+    (["arch.num_envs=[1,2"], "no viable alternative at input '[1,2'", CONFIG),
+    # resume= and run-directory files
+    (["resume={missing}"], "no such directory", CONFIG),
+    (["resume={empty}"], "no config.yaml there", CONFIG),
+    (["resume={nockpt}"], "no checkpoint in", CONFIG),
+    (["resume={garbage}"], "config.yaml is", CONFIG),
+    (["resume={zeroed}"], "no intact checkpoint in", FAILED),
+    (["resume={run}", "network.hidden_size=16"], "different network/env config", CONFIG),
+    (["resume={run}", "system.lr=inf"], "system.lr=inf is invalid", CONFIG),
+    # one mistake (num_envs=5 would also break the budget: the typed parse lists both, one each)
+    (["resume={run}", "arch.num_envs=3"], "must divide arch.num_envs=3", CONFIG),
+]
+
+
+def _digest(root: Path) -> dict[str, str]:
+    return {
+        str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
+
+
+@pytest.fixture(scope="module")
+def dirs(tmp_path_factory) -> dict[str, Path]:
+    base = tmp_path_factory.mktemp("bad_inputs")
+    run = base / "run"
+    loop.train(compose_config(RUN), run)
+    nockpt, zeroed, garbage = base / "nockpt", base / "zeroed", base / "garbage"
+    for copy in (nockpt, zeroed, garbage):
+        shutil.copytree(run, copy)
+    shutil.rmtree(checkpoint_dir(nockpt))
+    for path in checkpoint_dir(zeroed).rglob("*"):
+        if path.is_file():
+            path.write_bytes(b"\0" * path.stat().st_size)
+    (garbage / "config.yaml").write_bytes(b"\x00\xff: [unclosed\n")
+    (base / "empty").mkdir()
+    return {
+        "run": run,
+        "nockpt": nockpt,
+        "zeroed": zeroed,
+        "garbage": garbage,
+        "empty": base / "empty",
+        "missing": base / "missing",
+        "scratch": base / "scratch",
+    }
+
+
+def run_cli(argv: list[str], capsys, monkeypatch) -> tuple[int, str, str]:
+    """``(exit status, stdout, stderr)`` of ``python -m stoixlite.rec_ppo *argv``, in-process."""
+    from stoixlite.rec_ppo import cli
+
+    monkeypatch.setattr(sys, "argv", ["rec_ppo"])
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    code = 0
+    try:  # Hydra leaves logging alone (its handlers would outlive pytest's captured streams)
+        cli([*argv, *QUIET_HYDRA])
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_the_table_is_long_enough():
+    assert len(BAD_INPUTS) >= 60
+
+
+@pytest.mark.parametrize(("args", "expected", "status"), BAD_INPUTS)
+def test_bad_input_is_one_line(dirs, capsys, monkeypatch, args, expected, status):
+    before = {name: _digest(path) for name, path in dirs.items() if path.is_dir()}
+    argv = [a.format(**{k: str(v) for k, v in dirs.items()}) for a in args]
+    argv.append(f"hydra.run.dir={dirs['scratch']}")
+    code, out, err = run_cli(argv, capsys, monkeypatch)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == status, (code, err)
+    assert len(lines) == 1 and expected in lines[0], err
+    assert "Traceback" not in out + err
+    after = {name: _digest(path) for name, path in dirs.items() if path.is_dir()}
+    assert {k: v for k, v in after.items() if k != "scratch"} == {
+        k: v for k, v in before.items() if k != "scratch"
+    }
+
+
+def _interrupt_while_building(monkeypatch) -> None:
+    """Ctrl-C arrives while the experiment is built and compiled (before training starts)."""
+
+    def build(cfg):
+        signal.default_int_handler(signal.SIGINT, None)  # Python's own Ctrl-C handler: raises
+
+    monkeypatch.setattr(loop, "build_run", build)
+
+
+def test_ctrl_c_while_compiling_a_new_run_is_one_line(dirs, capsys, monkeypatch):
+    _interrupt_while_building(monkeypatch)
+    run_dir = dirs["scratch"] / "new"
+    code, out, err = run_cli([*RUN, f"hydra.run.dir={run_dir}"], capsys, monkeypatch)
+    assert code == INTERRUPTED
+    assert err.strip() == f"interrupted before the first checkpoint: nothing to resume in {run_dir}"
+
+
+def test_ctrl_c_while_compiling_a_resume_prints_the_resume_command(dirs, capsys, monkeypatch):
+    before = _digest(dirs["run"])
+    _interrupt_while_building(monkeypatch)
+    argv = [f"resume={dirs['run']}", f"hydra.run.dir={dirs['scratch']}"]
+    code, out, err = run_cli(argv, capsys, monkeypatch)
+    assert code == INTERRUPTED
+    assert err.strip() == (
+        f"interrupted before the next checkpoint; resume with "
+        f"`python -m stoixlite.rec_ppo resume={dirs['run']}`"
+    )
+    assert _digest(dirs["run"]) == before
+
+
+EVALUATE_BAD_INPUTS: list[tuple[list[str], str]] = [
+    (["{missing}"], "does not exist"),
+    (["{empty}"], "config.yaml not found: is"),
+    (["{nockpt}"], "no checkpoint in"),
+    (["{zeroed}"], "no intact checkpoint in"),
+    (["{garbage}"], "config.yaml is"),
+    (["{run}", "--checkpoint", "nope"], "'nope' is not latest, best or a step number"),
+    (["{run}", "--checkpoint", "99"], "--checkpoint 99: no such checkpoint"),
+    (["{run}", "--episodes", "0"], "'0' is not a positive integer"),
+    (["{run}", "--bogus"], "unrecognized arguments: --bogus"),
+    ([], "the following arguments are required: run_dir"),
+]
+
+
+@pytest.mark.parametrize(("args", "expected"), EVALUATE_BAD_INPUTS)
+def test_evaluate_bad_input_is_one_line_before_building(dirs, capsys, monkeypatch, args, expected):
+    from stoixlite import evaluate
+
+    def build(cfg):
+        raise AssertionError("built a run for a bad input")
+
+    monkeypatch.setattr(resume, "build_run", build)
+    before = {name: _digest(path) for name, path in dirs.items() if path.is_dir()}
+    argv = [a.format(**{k: str(v) for k, v in dirs.items()}) for a in args]
+    try:
+        code = evaluate.main(argv)
+    except SystemExit as stop:
+        code = stop.code
+    captured = capsys.readouterr()
+    lines = [line for line in captured.err.splitlines() if line.strip()]
+    assert code == CONFIG and len(lines) == 1 and expected in lines[0], captured.err
+    assert "Traceback" not in captured.out + captured.err
+    assert {name: _digest(path) for name, path in dirs.items() if path.is_dir()} == before
+
+
+def test_stop_signal_prints_the_resume_command(dirs, capsys, monkeypatch):
+    run_dir = dirs["scratch"] / "stopped"
+
+    def stopped(cfg, run_dir, resume=False):
+        raise TrainingInterrupted(signal.SIGTERM, run_dir, 1)
+
+    monkeypatch.setattr(loop, "train", stopped)
+    code, out, err = run_cli([*RUN, f"hydra.run.dir={run_dir}"], capsys, monkeypatch)
+    assert code == 128 + signal.SIGTERM
+    assert err.strip().splitlines()[-1] == (
+        f"stopped by SIGTERM after chunk 1; resume with "
+        f"`python -m stoixlite.rec_ppo resume={run_dir}`"
+    )
+
+
+def test_full_disk_is_one_line_and_keeps_the_checkpoints(dirs, capsys, monkeypatch, tmp_path):
+    from stoixlite.tracking.checkpointing import Checkpointer, config_fingerprint
+    from stoixlite.tracking.jsonl import JsonlWriter
+
+    run_dir = tmp_path / "run"
+    shutil.copytree(dirs["run"], run_dir)
+    cfg = compose_config(RUN)
+    shutil.rmtree(checkpoint_dir(run_dir) / "2")  # the run stopped after its first checkpoint
+    kept = _digest(checkpoint_dir(run_dir))
+
+    def full(self, record):
+        raise OSError(28, "No space left on device", str(self.path))
+
+    monkeypatch.setattr(JsonlWriter, "log", full)
+    argv = [f"resume={run_dir}", f"hydra.run.dir={dirs['scratch']}"]
+    code, out, err = run_cli(argv, capsys, monkeypatch)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == FAILED and lines == [
+        f"error: cannot write the run's outputs: [Errno 28] No space left on device: "
+        f"'{run_dir / 'metrics.jsonl'}'"
+    ], err
+    assert _digest(checkpoint_dir(run_dir)) == kept  # nothing half-written became "latest"
+    with Checkpointer(checkpoint_dir(run_dir), config_fingerprint(cfg), read_only=True) as ckpt:
+        assert ckpt.all_steps() == [1] and ckpt.newest_intact()[0] == 1
