@@ -183,6 +183,17 @@ def _validate_arch_system(cfg: DictConfig) -> None:
 
 def _validate_experiment(cfg: DictConfig) -> None:
     """Seeds, checkpoints and the W&B section (all optional in hand-written configs)."""
+    target = OmegaConf.select(cfg, "arch.target_return", default=None)
+    _require(
+        target is None or (isinstance(target, (int, float)) and not isinstance(target, bool)),
+        "arch.target_return",
+        target,
+        "must be a number (stop once the mean eval return reaches it) or null (off)",
+    )
+    transitions = OmegaConf.select(cfg, "system.stateless_transitions", default=True)
+    _require(
+        isinstance(transitions, bool), "system.stateless_transitions", transitions, "true or false"
+    )
     if OmegaConf.select(cfg, "arch.num_seeds", default=None) is not None:
         _positive_int(cfg, "arch.num_seeds")
     if OmegaConf.select(cfg, "checkpoint", default=None) is not None:
@@ -206,7 +217,11 @@ def validate(cfg: DictConfig) -> None:
 
 def ppo_config(cfg: DictConfig) -> PPOConfig:
     """The static PPO config; updates are split evenly into ``arch.num_evaluations`` chunks."""
+    from stoixlite.networks.memory import is_stateless
+
     s, a = cfg.system, cfg.arch
+    # Stateless networks train on shuffled single transitions (no sequences, no burn-in).
+    transitions = bool(s.get("stateless_transitions", True)) and is_stateless(cfg.network.name)
     num_updates = a.total_timesteps // (a.num_envs * s.rollout_length)
     updates_per_chunk = max(1, num_updates // a.num_evaluations)
     return PPOConfig(
@@ -228,5 +243,6 @@ def ppo_config(cfg: DictConfig) -> PPOConfig:
         normalize_advantages=bool(s.normalize_advantages),
         num_updates=updates_per_chunk * a.num_evaluations,
         updates_per_chunk=updates_per_chunk,
-        burn_in=int(s.get("burn_in", 0) or 0),
+        burn_in=0 if transitions else int(s.get("burn_in", 0) or 0),
+        transitions=transitions,
     )

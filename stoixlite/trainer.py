@@ -1,6 +1,8 @@
 """The host loop of a training run: compiled learn chunks, evaluation, logging, checkpoints.
 
-``train(cfg, run_dir)`` runs ``arch.num_evaluations`` chunks. After each chunk it evaluates,
+``train(cfg, run_dir)`` runs ``arch.num_evaluations`` chunks (fewer with an early stop: once the
+mean greedy eval return reaches ``arch.target_return``, when set, the run saves its checkpoint and
+ends). After each chunk it evaluates,
 writes one JSON-lines record (``metrics.jsonl``), logs to W&B (``logger=wandb``), updates the
 progress bar and saves a checkpoint every ``checkpoint.every`` chunks (and after the last one).
 
@@ -136,6 +138,7 @@ def _compile_key(cfg: DictConfig) -> str:
     for key in ("logger", "checkpoint", "resume", "hydra"):
         container.pop(key, None)
     container.get("arch", {}).pop("seed", None)
+    container.get("arch", {}).pop("target_return", None)  # host-side only
     return json.dumps(container, sort_keys=True, default=str)
 
 
@@ -340,6 +343,7 @@ def train(
     wandb = _make_wandb(cfg, run_dir, resume)
     num_chunks = int(cfg.arch.num_evaluations)
     total_steps = exp.steps_per_chunk * num_chunks
+    target = OmegaConf.select(cfg, "arch.target_return", default=None)
     record: dict[str, float] = {}
     exit_code = 1
     try:
@@ -375,7 +379,8 @@ def train(
                     host.best_eval_return = ret
                 if on_chunk_end is not None:
                     on_chunk_end(chunk, record)
-                last = host.chunk == num_chunks
+                reached = target_reached(ret, target)
+                last = host.chunk == num_chunks or reached
                 if ckpt is not None and (
                     (ck["enabled"] and (host.chunk % ck["every"] == 0 or last))
                     or stop.signum is not None
@@ -383,6 +388,9 @@ def train(
                     _save(ckpt, host, state, key, ret, start)
                 if stop.signum is not None and not last:
                     raise TrainingInterrupted(stop.signum, run_dir, host.chunk)
+                if reached:
+                    print(f"eval return {ret:.4f} reached arch.target_return={target}: stopping")
+                    break
         exit_code = 0
     finally:
         for w in (writer, seed_writer):
@@ -399,11 +407,17 @@ def train(
     if writer is not None and logs.plot:
         plot_learning_curve(run_dir / METRICS_FILE, run_dir / "learning_curve.png", run_name(cfg))
     final = float(record.get("eval/episode_return", math.nan))
+    steps_done = int(record.get("step", total_steps))
     print(
-        f"final eval return {final:.4f} after {total_steps} steps "
+        f"final eval return {final:.4f} after {steps_done} steps "
         f"({time.perf_counter() - start:.1f}s, compile {compile_s:.1f}s); outputs in {run_dir}"
     )
     return final
+
+
+def target_reached(eval_return: float, target: float | None) -> bool:
+    """Whether the early stop applies: ``target`` is set and the eval return is at least it."""
+    return target is not None and math.isfinite(eval_return) and eval_return >= target
 
 
 def _log(

@@ -8,6 +8,10 @@ The memory contract (see docs/architecture.md and DESIGN.md). Every model is a f
 At every (t, b) with ``start[t, b]`` the state is reset to the initial state *before* ``x[t, b]``
 is consumed. The returned carry is the state after step T-1. The carry may be any pytree.
 
+A model whose output at step t depends on ``x[t]`` alone (no state: ``mlp``, ``identity``)
+declares the class attribute ``stateless = True``; PPO then trains it on shuffled single
+transitions instead of sequences (:func:`is_stateless`).
+
 Adding a model: create ``stoixlite/networks/memory/<name>.py`` defining a module decorated with
 ``@register_memory("<name>")`` and ``configs/network/<name>.yaml``. Nothing else changes: the
 registry imports every module of this package on first use.
@@ -61,6 +65,11 @@ def memory_class(name: str) -> type[nn.Module]:
     if name not in _REGISTRY:
         raise KeyError(f"unknown memory model {name!r}; choose one of {available_memories()}")
     return _REGISTRY[name]
+
+
+def is_stateless(name: str) -> bool:
+    """Whether model ``name`` keeps no state (its class sets ``stateless = True``)."""
+    return bool(getattr(memory_class(name), "stateless", False))
 
 
 def memory_fields(name: str) -> set[str]:
