@@ -1,19 +1,27 @@
 """Training throughput benchmark: env steps/s (compile excluded), compile time, peak memory.
 
 Each row trains the real ``rec_ppo`` learn chunk (rollout + GAE + epochs x minibatches) in a fresh
-subprocess, so peak memory is per row. Rows:
+subprocess, so peak memory is per row. A timed call is one compiled chunk of ``--chunk-steps``
+env steps (``chunk_steps / (envs x steps)`` updates, the program training runs); each row runs a
+warm-up call and ``--repeats`` timed calls, and ``--rounds R`` repeats the whole list of rows R
+times, interleaved (A B A B ...), so that machine load hits every row alike. Reported per row: the
+median and range of all timed calls, their number, compile seconds, peak RSS, the final return
+(mean return of the training episodes of the last timed chunk: evidence that the run learns) and
+the 1-minute load average during the row. Rows:
 
-* the matrix ``--networks`` x ``--envs`` at ``--num-envs`` x ``--rollout-length`` (default: every
+* the matrix ``--networks`` x ``--envs`` x ``--num-envs`` at ``--rollout-length`` (default: every
   registered memory model x {gymnax/CartPole-v1, popgym/repeat_previous}, 64 envs x 128 steps);
-* reference rows at PureJaxRL ``ppo_rnn.py`` defaults: CartPole, GRU/embedding 128, 4 envs x 128
-  steps, 4 epochs x 4 minibatches, 5e5 timesteps budget (and the same at 64 envs), to compare
-  side by side with PureJaxRL and Stoix (figures in docs/benchmarks.md).
+* reference rows (CartPole-v1, 4 epochs x 4 minibatches, 4 and 64 envs x 128 steps): PureJaxRL
+  ``ppo.py`` (re-implemented in ``scripts/purejaxrl_ppo.py``, network name ``purejaxrl_ppo``)
+  against ``network=feedforward`` (its network, on shuffled transitions), and gru, memoroid and
+  mlp at width 128 (PureJaxRL ``ppo_rnn.py``'s GRU size).
 
 Usage::
 
     python scripts/benchmark.py                        # full table, JSON to benchmark_results.json
-    python scripts/benchmark.py --networks gru memoroid --envs gymnax/CartPole-v1 --out r.json
-    python scripts/benchmark.py --reference-only       # only the PureJaxRL-configuration rows
+    python scripts/benchmark.py --reference-only --rounds 3
+    python scripts/benchmark.py --no-reference --networks purejaxrl_ppo feedforward memoroid \\
+        --width 0 --num-envs 4 64 --envs gymnax/CartPole-v1 --rounds 3
     python scripts/benchmark.py --env-only [...]       # env throughput: every POPGym port vs popgym
                                                        # (arguments go to scripts/benchmark_envs.py)
 """
@@ -299,10 +307,8 @@ def main() -> None:
         return
 
     from stoixlite.envs.registry import available_envs
-    from stoixlite.networks.memory import available_memories
-
-    networks = args.networks or [m for m in available_memories() if m != "ffm"]
     configs = {p.stem for p in (Path(__file__).resolve().parents[1] / "configs/network").glob("*")}
+    networks = args.networks or sorted(configs - {"ffm"})  # ffm: the same model as memoroid
     for name in networks:
         if name not in configs and name != PUREJAXRL_PPO:
             parser.error(f"unknown network {name!r}; choose from {sorted(configs)}")
