@@ -1,19 +1,27 @@
 """Training throughput benchmark: env steps/s (compile excluded), compile time, peak memory.
 
 Each row trains the real ``rec_ppo`` learn chunk (rollout + GAE + epochs x minibatches) in a fresh
-subprocess, so peak memory is per row. Rows:
+subprocess, so peak memory is per row. A timed call is one compiled chunk of ``--chunk-steps``
+env steps (``chunk_steps / (envs x steps)`` updates, the program training runs); each row runs a
+warm-up call and ``--repeats`` timed calls, and ``--rounds R`` repeats the whole list of rows R
+times, interleaved (A B A B ...), so that machine load hits every row alike. Reported per row: the
+median and range of all timed calls, their number, compile seconds, peak RSS, the final return
+(mean return of the training episodes of the last timed chunk: evidence that the run learns) and
+the 1-minute load average during the row. Rows:
 
-* the matrix ``--networks`` x ``--envs`` at ``--num-envs`` x ``--rollout-length`` (default: every
+* the matrix ``--networks`` x ``--envs`` x ``--num-envs`` at ``--rollout-length`` (default: every
   registered memory model x {gymnax/CartPole-v1, popgym/repeat_previous}, 64 envs x 128 steps);
-* reference rows at PureJaxRL ``ppo_rnn.py`` defaults: CartPole, GRU/embedding 128, 4 envs x 128
-  steps, 4 epochs x 4 minibatches, 5e5 timesteps budget (and the same at 64 envs), to compare
-  side by side with PureJaxRL and Stoix (figures in docs/benchmarks.md).
+* reference rows (CartPole-v1, 4 epochs x 4 minibatches, 4 and 64 envs x 128 steps): PureJaxRL
+  ``ppo.py`` (re-implemented in ``scripts/purejaxrl_ppo.py``, network name ``purejaxrl_ppo``)
+  against ``network=feedforward`` (its network, on shuffled transitions), and gru, memoroid and
+  mlp at width 128 (PureJaxRL ``ppo_rnn.py``'s GRU size).
 
 Usage::
 
     python scripts/benchmark.py                        # full table, JSON to benchmark_results.json
-    python scripts/benchmark.py --networks gru memoroid --envs gymnax/CartPole-v1 --out r.json
-    python scripts/benchmark.py --reference-only       # only the PureJaxRL-configuration rows
+    python scripts/benchmark.py --reference-only --rounds 3
+    python scripts/benchmark.py --no-reference --networks purejaxrl_ppo feedforward memoroid \\
+        --width 0 --num-envs 4 64 --envs gymnax/CartPole-v1 --rounds 3
     python scripts/benchmark.py --env-only [...]       # env throughput: every POPGym port vs popgym
                                                        # (arguments go to scripts/benchmark_envs.py)
 """
@@ -24,39 +32,31 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+# Import this checkout's package (also in the worker subprocesses), not another installed copy.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+# The PureJaxRL ppo.py re-implementation (scripts/purejaxrl_ppo.py) runs as a pseudo-network.
+PUREJAXRL_PPO = "purejaxrl_ppo"
 REFERENCE_ROWS = [
-    # PureJaxRL ppo_rnn.py defaults (CartPole-v1): 4 envs x 128 steps, 4 epochs x 4 minibatches.
-    {
-        "network": "gru",
-        "env": "gymnax/CartPole-v1",
-        "num_envs": 4,
-        "label": "PureJaxRL ppo_rnn config",
-    },
-    {
-        "network": "gru",
-        "env": "gymnax/CartPole-v1",
-        "num_envs": 64,
-        "label": "PureJaxRL/Stoix 64 envs",
-    },
-    {
-        "network": "mlp",
-        "env": "gymnax/CartPole-v1",
-        "num_envs": 4,
-        "label": "feed-forward reference",
-    },
-    {
-        "network": "mlp",
-        "env": "gymnax/CartPole-v1",
-        "num_envs": 64,
-        "label": "feed-forward reference",
-    },
-    {"network": "memoroid", "env": "gymnax/CartPole-v1", "num_envs": 4, "label": "memoroid (FFM)"},
-    {"network": "memoroid", "env": "gymnax/CartPole-v1", "num_envs": 64, "label": "memoroid (FFM)"},
+    # PureJaxRL ppo.py against its like-for-like stoixlite network (feedforward: separate
+    # 2 x 64 tanh actor and critic, shuffled transitions), 4 epochs x 4 minibatches.
+    *(
+        {"network": n, "env": "gymnax/CartPole-v1", "num_envs": e, "width": None, "label": label}
+        for e in (4, 64)
+        for n, label in ((PUREJAXRL_PPO, "PureJaxRL ppo.py"), ("feedforward", "like ppo.py"))
+    ),
+    # PureJaxRL ppo_rnn.py's shape (GRU/embedding 128) and the memoroids at the same width.
+    *(
+        {"network": n, "env": "gymnax/CartPole-v1", "num_envs": e, "label": "width 128"}
+        for e in (4, 64)
+        for n in ("gru", "memoroid", "mlp")
+    ),
 ]
 
 
@@ -77,17 +77,65 @@ def hardware() -> str:
     return f"{model}, {os.cpu_count()} cores; JAX {jax.__version__} on {backend} ({devices})"
 
 
-def run_row(spec: dict) -> dict:
-    """Worker: compile and time the learn chunk for one configuration (runs in a subprocess)."""
-    import resource
-
+def _time_chunks(learn_chunk, state, repeats: int) -> tuple[list[float], object, dict]:
+    """Warm-up call, then ``repeats`` timed calls; returns (seconds per call, state, metrics)."""
     import jax
+
+    state, metrics = learn_chunk(state)  # warm-up
+    jax.block_until_ready(metrics)
+    times = []
+    for _ in range(repeats):
+        tic = time.perf_counter()
+        state, metrics = learn_chunk(state)
+        jax.block_until_ready(metrics)
+        times.append(time.perf_counter() - tic)
+    return times, state, metrics
+
+
+def run_reference_row(spec: dict) -> tuple[int, float, list[float], float]:
+    """Worker for the PureJaxRL ppo.py row: ``(steps per chunk, compile s, times, return)``."""
+    import jax
+    import numpy as np
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from purejaxrl_ppo import DEFAULT_CONFIG, make_train
+
+    if spec["env"] != "gymnax/CartPole-v1":
+        raise SystemExit(f"{PUREJAXRL_PPO} runs only on gymnax/CartPole-v1, not {spec['env']}")
+    steps_per_update = spec["num_envs"] * spec["rollout_length"]
+    updates = spec["updates"]
+    config = {
+        **DEFAULT_CONFIG,
+        "NUM_ENVS": spec["num_envs"],
+        "NUM_STEPS": spec["rollout_length"],
+        "UPDATE_EPOCHS": spec["epochs"],
+        "NUM_MINIBATCHES": spec["minibatches"],
+        # the LR schedule spans the benchmarked updates, like stoixlite's num_updates
+        "TOTAL_TIMESTEPS": steps_per_update * updates * (spec["repeats"] + 1),
+    }
+    _, init, run_updates = make_train(config)
+    state = init(jax.random.PRNGKey(0))
+    tic = time.perf_counter()
+    learn = jax.jit(lambda s: run_updates(s, updates), donate_argnums=0).lower(state).compile()
+    compile_s = time.perf_counter() - tic
+    times, _, metric = _time_chunks(learn, state, spec["repeats"])
+    done = np.asarray(metric["returned_episode"])
+    returns = np.asarray(metric["returned_episode_returns"])
+    final = float(returns[done].mean()) if done.any() else float("nan")
+    return steps_per_update * updates, compile_s, times, final
+
+
+def run_stoixlite_row(spec: dict) -> tuple[int, float, list[float], float]:
+    """Worker for a stoixlite row: ``(steps per chunk, compile s, times, final return)``."""
+    import jax
+    import numpy as np
     from hydra import compose, initialize_config_dir
 
     from stoixlite.rec_ppo import CONFIG_DIR
     from stoixlite.run.build import build_run
 
     steps_per_update = spec["num_envs"] * spec["rollout_length"]
+    width = spec.get("width", 128)
     overrides = [
         f"env={spec['env']}",
         f"network={spec['network']}",
@@ -95,11 +143,14 @@ def run_row(spec: dict) -> dict:
         f"system.rollout_length={spec['rollout_length']}",
         f"system.epochs={spec['epochs']}",
         f"system.num_minibatches={spec['minibatches']}",
-        f"arch.total_timesteps={steps_per_update * spec['updates']}",
-        "arch.num_evaluations=1",
-        "network.hidden_size=128",
-        "network.embed_size=128",
-        "network.head_size=128",
+        # one chunk per timed call; the LR schedule spans warm-up + timed chunks
+        f"arch.total_timesteps={steps_per_update * spec['updates'] * (spec['repeats'] + 1)}",
+        f"arch.num_evaluations={spec['repeats'] + 1}",
+        *(
+            [f"network.{k}={width}" for k in ("hidden_size", "embed_size", "head_size")]
+            if width
+            else []
+        ),
         *spec.get("overrides", []),
     ]
     with initialize_config_dir(str(CONFIG_DIR), version_base=None):
@@ -109,15 +160,28 @@ def run_row(spec: dict) -> dict:
     tic = time.perf_counter()
     learn_chunk = exp.learn.lower(state).compile()
     compile_s = time.perf_counter() - tic
-    state, metrics = learn_chunk(state)  # warm-up
-    jax.block_until_ready(metrics)
-    times = []
-    for _ in range(spec["repeats"]):
-        tic = time.perf_counter()
-        state, metrics = learn_chunk(state)
-        jax.block_until_ready(metrics)
-        times.append(time.perf_counter() - tic)
-    best = min(times)
+    times, _, metrics = _time_chunks(learn_chunk, state, spec["repeats"])
+    count = np.asarray(metrics["train/episodes"], np.float64)
+    returns = np.asarray(metrics["train/episode_return"], np.float64)
+    final = float((returns * count).sum() / count.sum()) if count.sum() else float("nan")
+    return exp.steps_per_chunk, compile_s, times, final
+
+
+def run_row(spec: dict) -> dict:
+    """Worker: compile and time the learn chunk for one configuration (runs in a subprocess).
+
+    A timed call is one compiled chunk of ``updates`` updates (the same program training runs);
+    it runs ``repeats`` times after one warm-up call. The final return is the mean return of
+    the training episodes that ended in the last timed chunk.
+    """
+    import resource
+
+    import jax
+
+    if spec["network"] == PUREJAXRL_PPO:
+        steps, compile_s, times, final = run_reference_row(spec)
+    else:
+        steps, compile_s, times, final = run_stoixlite_row(spec)
     peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     device_peak = None
     stats = jax.devices()[0].memory_stats() if hasattr(jax.devices()[0], "memory_stats") else None
@@ -129,11 +193,12 @@ def run_row(spec: dict) -> dict:
             for k in ("network", "env", "num_envs", "rollout_length", "epochs", "minibatches")
         },
         "label": spec.get("label", ""),
-        "sps": exp.steps_per_chunk / best,
-        "sps_median": exp.steps_per_chunk / sorted(times)[len(times) // 2],
+        "sps_all": [steps / t for t in times],
         "compile_s": compile_s,
         "peak_rss_mb": peak_rss_mb,
         "peak_device_mb": device_peak,
+        "final_return": final,
+        "load_avg": os.getloadavg()[0],
         "backend": jax.default_backend(),
     }
 
@@ -149,22 +214,45 @@ def launch(spec: dict) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def merge_rounds(results: list[dict]) -> dict:
+    """One row from the same spec's results over interleaved rounds: all timed chunks pooled."""
+    ok = [r for r in results if "error" not in r]
+    if not ok:
+        return results[0]
+    sps = sorted(x for r in ok for x in r["sps_all"])
+    row = dict(ok[-1])
+    row.update(
+        sps_all=sps,
+        sps_median=statistics.median(sps),
+        sps_min=sps[0],
+        sps_max=sps[-1],
+        compile_s=statistics.median(r["compile_s"] for r in ok),
+        peak_rss_mb=max(r["peak_rss_mb"] for r in ok),
+        load_avg=max(r["load_avg"] for r in ok),
+        final_return=ok[-1]["final_return"],
+    )
+    return row
+
+
 def markdown(rows: list[dict]) -> str:
     head = (
-        "| network | env | envs x steps | SPS (best) | SPS (median) | compile s "
-        "| peak RSS MiB | note |"
+        "| network | env | envs x steps | SPS median | SPS min-max | n | compile s "
+        "| peak RSS MiB | final return | load | note |"
     )
-    lines = [head, "|" + "---|" * 8]
+    lines = [head, "|" + "---|" * 11]
     for r in rows:
         if "error" in r:
             lines.append(
-                f"| {r['network']} | {r['env']} | {r['num_envs']} | error: {r['error']} |||||"
+                f"| {r['network']} | {r['env']} | {r['num_envs']} | error: {r['error']} |||||||"
             )
             continue
+        sps = r["sps_all"]
+        median = statistics.median(sps)
         lines.append(
             f"| {r['network']} | {r['env']} | {r['num_envs']} x {r['rollout_length']} "
-            f"| {r['sps']:,.0f} | {r['sps_median']:,.0f} | {r['compile_s']:.1f} "
-            f"| {r['peak_rss_mb']:,.0f} | {r['label']} |"
+            f"| {median:,.0f} | {min(sps):,.0f}-{max(sps):,.0f} | {len(sps)} "
+            f"| {r['compile_s']:.1f} | {r['peak_rss_mb']:,.0f} | {r['final_return']:.1f} "
+            f"| {r['load_avg']:.1f} | {r['label']} |"
         )
     return "\n".join(lines)
 
@@ -180,17 +268,34 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
-    parser.add_argument("--networks", nargs="*", default=None, help="default: all registered")
+    parser.add_argument(
+        "--networks", nargs="*", default=None, help=f"default: all registered ({PUREJAXRL_PPO} too)"
+    )
     parser.add_argument(
         "--envs", nargs="*", default=["gymnax/CartPole-v1", "popgym/repeat_previous"]
     )
-    parser.add_argument("--num-envs", type=int, default=64)
+    parser.add_argument("--num-envs", type=int, nargs="*", default=[64])
     parser.add_argument("--rollout-length", type=int, default=128)
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--minibatches", type=int, default=4)
-    parser.add_argument("--updates", type=int, default=10, help="updates per timed chunk")
     parser.add_argument(
-        "--repeats", type=int, default=3, help="timed chunks per row (best is reported)"
+        "--chunk-steps",
+        type=int,
+        default=131072,
+        help="env steps per timed call (a compiled chunk of chunk_steps / (envs x steps) updates)",
+    )
+    parser.add_argument("--repeats", type=int, default=3, help="timed chunks per row and round")
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        default=1,
+        help="run every row this many times, interleaved (ABAB...), pooling the timed chunks",
+    )
+    parser.add_argument(
+        "--width",
+        type=int,
+        default=128,
+        help="hidden/embed/head size of the matrix rows (0: the network config's own)",
     )
     parser.add_argument("--reference-only", action="store_true")
     parser.add_argument("--no-reference", action="store_true")
@@ -201,38 +306,63 @@ def main() -> None:
         print(json.dumps(run_row(json.loads(args.worker))))
         return
 
-    from stoixlite.networks.memory import available_memories
+    from stoixlite.envs.registry import available_envs
 
-    common = {
-        "rollout_length": args.rollout_length,
-        "epochs": args.epochs,
-        "minibatches": args.minibatches,
-        "updates": args.updates,
-        "repeats": args.repeats,
-    }
+    configs = {p.stem for p in (Path(__file__).resolve().parents[1] / "configs/network").glob("*")}
+    networks = args.networks or sorted(configs - {"ffm"})  # ffm: the same model as memoroid
+    for name in networks:
+        if name not in configs and name != PUREJAXRL_PPO:
+            parser.error(f"unknown network {name!r}; choose from {sorted(configs)}")
+    for env in args.envs:
+        if env not in available_envs():
+            parser.error(f"unknown env {env!r}; choose from {available_envs()}")
+    for key in ("rollout_length", "epochs", "minibatches", "chunk_steps", "repeats", "rounds"):
+        if getattr(args, key) < 1:
+            parser.error(f"--{key.replace('_', '-')} must be at least 1")
+    for n in args.num_envs:
+        if n < 1 or n % args.minibatches:
+            parser.error(f"--num-envs {n} must be a positive multiple of --minibatches")
+        if args.chunk_steps < n * args.rollout_length:
+            parser.error(f"--chunk-steps must be at least one update ({n * args.rollout_length})")
+
+    def common(num_envs: int, rollout: int) -> dict:
+        return {
+            "rollout_length": rollout,
+            "epochs": args.epochs,
+            "minibatches": args.minibatches,
+            "updates": args.chunk_steps // (num_envs * rollout),
+            "repeats": args.repeats,
+        }
+
     specs = []
     if not args.reference_only:
-        networks = args.networks or [m for m in available_memories() if m != "ffm"]
         specs += [
-            {"network": n, "env": e, "num_envs": args.num_envs, **common}
+            {
+                "network": n,
+                "env": e,
+                "num_envs": k,
+                "width": args.width or None,
+                **common(k, args.rollout_length),
+            }
             for e in args.envs
+            for k in args.num_envs
             for n in networks
         ]
     if not args.no_reference:
-        registered = set(available_memories())
         specs += [
-            {**common, **row, "rollout_length": 128, "epochs": 4, "minibatches": 4}
+            {**common(row["num_envs"], 128), **row, "epochs": 4, "minibatches": 4}
             for row in REFERENCE_ROWS
-            if row["network"] in registered
         ]
-    rows = []
-    for spec in specs:
-        row = launch(spec)
-        rows.append(row)
-        print(markdown([row]).splitlines()[-1], flush=True)
-    result = {"hardware": hardware(), "rows": rows}
+    results: list[list[dict]] = [[] for _ in specs]
+    for round_ in range(args.rounds):
+        for i, spec in enumerate(specs):
+            results[i].append(launch(spec))
+            print(f"round {round_ + 1}: " + markdown([results[i][-1]]).splitlines()[-1], flush=True)
+    rows = [merge_rounds(r) for r in results]
+    result = {"hardware": hardware(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    result["rows"] = rows
     Path(args.out).write_text(json.dumps(result, indent=2))
-    print(f"\nHardware: {result['hardware']}\n")
+    print(f"\nHardware: {result['hardware']}; {result['date']}\n")
     print(markdown(rows))
 
 

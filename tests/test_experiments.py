@@ -204,3 +204,20 @@ def test_multirun_with_wandb_failing_job_and_aggregate(tmp_path):
     for job, final in zip(ok, finals, strict=True):
         (row,) = [r for r in rows if f"| {job.name} |" in r]
         assert "| 1 |" in row and f"{final:.3f} ± 0.000" in row
+
+
+def test_target_return_stops_early(tmp_path, uninterrupted):
+    """``arch.target_return`` ends the run after the first eval that reaches it (checkpointed);
+    a target above every eval return runs the whole budget."""
+    cfg, full_dir, _ = uninterrupted
+    full = read_jsonl(full_dir / "metrics.jsonl")
+    first = full[0]["eval/episode_return"]
+    stopped = compose_config(RUN + [f"arch.target_return={first}"])
+    train(stopped, tmp_path / "stop")
+    records = read_jsonl(tmp_path / "stop" / "metrics.jsonl")
+    assert stable(records) == stable(full[:1])
+    with Checkpointer(checkpoint_dir(tmp_path / "stop"), config_fingerprint(stopped)) as ckpt:
+        assert ckpt.latest_step() == 1
+    unreachable = compose_config(RUN + ["arch.target_return=2.0"])  # popgym returns are <= 1
+    train(unreachable, tmp_path / "full")
+    assert len(read_jsonl(tmp_path / "full" / "metrics.jsonl")) == len(full)

@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from stoixlite.networks.dense import Dense
 from stoixlite.networks.distributions import Categorical, Gaussian
 from stoixlite.networks.memory import build_memory
 from stoixlite.specs import Box, Discrete, Space
@@ -44,7 +45,7 @@ class MLP(nn.Module):
     def __call__(self, x: jax.Array) -> jax.Array:
         act = activation_fn(self.activation)
         for _ in range(self.layers):
-            x = act(nn.Dense(self.size, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(x))
+            x = act(Dense(self.size, kernel_init=nn.initializers.orthogonal(np.sqrt(2)))(x))
         return x
 
 
@@ -113,7 +114,7 @@ class CategoricalHead(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> Categorical:
-        logits = nn.Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(0.01))(x)
+        logits = Dense(self.num_actions, kernel_init=nn.initializers.orthogonal(0.01))(x)
         return Categorical(logits=logits)
 
 
@@ -130,7 +131,7 @@ class GaussianHead(nn.Module):
 
     @nn.compact
     def __call__(self, x: jax.Array) -> Gaussian:
-        mean = nn.Dense(self.action_dim, kernel_init=nn.initializers.orthogonal(0.01))(x)
+        mean = Dense(self.action_dim, kernel_init=nn.initializers.orthogonal(0.01))(x)
         log_std = self.param(
             "log_std", nn.initializers.constant(self.init_log_std), (self.action_dim,)
         )
@@ -231,7 +232,7 @@ class ActorCritic(nn.Module):
         self.actor_mlp = MLP(self.head_size, self.head_layers, self.activation)
         self.critic_mlp = MLP(self.head_size, self.head_layers, self.activation)
         self.pi = policy_head(self.action_space)
-        self.v = nn.Dense(1, kernel_init=nn.initializers.orthogonal(1.0))
+        self.v = Dense(1, kernel_init=nn.initializers.orthogonal(1.0))
 
     def __call__(
         self, carry: Any, obs: jax.Array, start: jax.Array

@@ -4,6 +4,10 @@ An update: rollout -> bootstrap values -> GAE -> epochs x minibatches of sequenc
 are sets of training sequences: whole per-env rollouts (``bptt_length = 0``), or contiguous
 chunks of ``bptt_length`` steps, each starting from the carry the rollout had at that step (no
 zero padding, no strided chunks). Sequences are shuffled each epoch.
+
+Stateless networks (``PPOConfig.transitions``) train on shuffled single transitions: sequences of
+length 1, so each minibatch is a random ``1/num_minibatches`` of all ``T x N`` steps, as in
+feed-forward PPO. For a model without state this is the same loss as on sequences (tested).
 """
 
 from __future__ import annotations
@@ -92,6 +96,12 @@ def make_sequences(
     )
 
 
+def sequence_length(cfg: PPOConfig) -> int:
+    """The ``bptt`` argument of :func:`make_sequences`: 1 (single transitions) for stateless
+    networks, else ``cfg.bptt_length`` (0: whole rollouts)."""
+    return 1 if cfg.transitions else cfg.bptt_length
+
+
 def split_minibatches(batch: SequenceBatch, perm: jax.Array, num_minibatches: int) -> SequenceBatch:
     """Shuffle sequences by ``perm`` and split them into ``[M, ...]`` minibatches."""
     m = num_minibatches
@@ -155,7 +165,7 @@ def make_update(
             lambda c0, c: jnp.concatenate([c0[None], c[:-1]], axis=0), initial_carry, carries_after
         )
         sequences = make_sequences(
-            traj, advantage, target, carries_before, cfg.bptt_length, cfg.burn_in
+            traj, advantage, target, carries_before, sequence_length(cfg), cfg.burn_in
         )
         num_sequences = sequences.start.shape[1]
 

@@ -70,3 +70,6 @@ class PPOConfig:
     num_updates: int  # total updates of the run (for LR annealing)
     updates_per_chunk: int
     burn_in: int = 0  # steps replayed without gradient before each BPTT chunk (R2D2 burn-in)
+    # Minibatches of shuffled single transitions (length-1 sequences) instead of sequences; only
+    # equivalent for stateless networks, for which ``stoixlite.config.ppo_config`` sets it.
+    transitions: bool = False

@@ -209,6 +209,7 @@ def _compile_key(cfg: RunConfig) -> str:
     for key in ("logger", "checkpoint", "resume"):
         container.pop(key, None)
     container["arch"].pop("seed", None)
+    container["arch"].pop("target_return", None)  # host-side only
     return json.dumps(container, sort_keys=True, default=str)
 
 

@@ -156,6 +156,10 @@ class ArchConfig:
     # checkpoint with system.lr halved, at most max_rollbacks times.
     on_nonfinite: str = rule(choice(lambda: ON_NONFINITE), default="stop")
     max_rollbacks: int = rule(NON_NEGATIVE_INT, default=3)
+    # Early stop: end the run (checkpointed) once the mean eval return reaches it; None: off.
+    target_return: float | None = rule(
+        Rule("must be a finite number or null (off)", math.isfinite), default=None
+    )
 
     @property
     def seeds(self) -> list[int]:
@@ -185,6 +189,8 @@ class SystemConfig:
     normalize_advantages: bool
     rollout_unroll: int = rule(POSITIVE_INT, default=1)
     burn_in: int = rule(NON_NEGATIVE_INT, default=0)  # R2D2 burn-in before each BPTT chunk
+    # Stateless networks (``is_stateless``: mlp, identity) train on shuffled single transitions.
+    stateless_transitions: bool = True
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -298,9 +304,16 @@ class RunConfig:
         """The static PPO config; updates are split evenly into ``arch.num_evaluations`` chunks."""
         num_updates = self.arch.total_timesteps // self.steps_per_update
         updates_per_chunk = max(1, num_updates // self.arch.num_evaluations)
+        from stoixlite.networks.memory import is_stateless
+
         given = {f.name: getattr(self.system, f.name) for f in dataclasses.fields(self.system)}
+        # Stateless networks train on shuffled single transitions (no sequences, no burn-in).
+        transitions = self.system.stateless_transitions and is_stateless(self.network.name)
+        if transitions:
+            given["burn_in"] = 0
         return PPOConfig(
             **{f.name: given[f.name] for f in dataclasses.fields(PPOConfig) if f.name in given},
+            transitions=transitions,
             num_envs=self.arch.num_envs,
             num_updates=updates_per_chunk * self.arch.num_evaluations,
             updates_per_chunk=updates_per_chunk,

@@ -1,6 +1,8 @@
 """The host loop of a training run: compiled learn chunks, evaluation, one record per chunk.
 
-``train(cfg, run_dir)`` runs ``arch.num_evaluations`` chunks. After each chunk it checks that the
+``train(cfg, run_dir)`` runs ``arch.num_evaluations`` chunks (fewer with an early stop: once the
+mean eval return reaches ``arch.target_return``, when set, the run saves a checkpoint and ends).
+After each chunk it checks that the
 losses and parameters are finite (a non-finite chunk is discarded and the run stops or rolls back,
 ``arch.on_nonfinite``, see :mod:`stoixlite.run.divergence`), evaluates, then hands the chunk's
 record to the :class:`~stoixlite.tracking.recorder.Recorder` (JSON lines, W&B, progress bar,
@@ -149,15 +151,28 @@ def train(
                 elapsed = host.elapsed_s + time.perf_counter() - start
                 saved = dataclasses.replace(host, elapsed_s=elapsed)
                 stopping = stop.signum is not None
-                recorder.checkpoint(host.chunk, checkpoint_tree(state, key), saved, stopping)
+                reached = target_reached(ret, cfg.arch.target_return)
+                recorder.checkpoint(
+                    host.chunk, checkpoint_tree(state, key), saved, stopping or reached
+                )
                 if stopping and host.chunk < num_chunks:
                     raise TrainingInterrupted(stop.signum, run_dir, host.chunk)
+                if reached:
+                    target = cfg.arch.target_return
+                    print(f"eval return {ret:.4f} reached arch.target_return={target}: stopping")
+                    break
         ok = True
     finally:
         record = recorder.finish(ok, host.best_eval_return)
     final = float(record.get("eval/episode_return", math.nan))
+    steps_done = int(record.get("step", run.steps_per_chunk * num_chunks))
     print(
-        f"final eval return {final:.4f} after {run.steps_per_chunk * num_chunks} steps "
+        f"final eval return {final:.4f} after {steps_done} steps "
         f"({time.perf_counter() - start:.1f}s, compile {compile_s:.1f}s); outputs in {run_dir}"
     )
     return final
+
+
+def target_reached(eval_return: float, target: float | None) -> bool:
+    """Whether the early stop applies: ``target`` is set and the eval return is at least it."""
+    return target is not None and math.isfinite(eval_return) and eval_return >= target

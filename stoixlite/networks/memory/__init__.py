@@ -8,6 +8,10 @@ The memory contract (see docs/memory_models.md). Every model is a flax linen mod
 At every (t, b) with ``start[t, b]`` the state is reset to the initial state *before* ``x[t, b]``
 is consumed. The returned carry is the state after step T-1. The carry may be any pytree.
 
+A model whose output at step t depends on ``x[t]`` alone (no state: ``mlp``, ``identity``)
+declares the class attribute ``stateless = True``; PPO then trains it on shuffled single
+transitions instead of sequences (:func:`is_stateless`).
+
 Adding a model: create ``stoixlite/networks/memory/<name>.py`` defining a module decorated with
 ``@register_memory("<name>")`` and ``configs/network/<name>.yaml``. Nothing else changes: the
 registry (:class:`stoixlite.registry.Registry`) imports every module of this package on first
@@ -48,6 +52,11 @@ def available_memories() -> list[str]:
 def memory_class(name: str) -> type[nn.Module]:
     """The module class registered under ``name`` (raises ``KeyError`` listing the choices)."""
     return MEMORIES.get(name)
+
+
+def is_stateless(name: str) -> bool:
+    """Whether model ``name`` keeps no state (its class sets ``stateless = True``)."""
+    return bool(getattr(memory_class(name), "stateless", False))
 
 
 def memory_fields(name: str) -> set[str]:

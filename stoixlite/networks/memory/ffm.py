@@ -35,6 +35,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from stoixlite.networks.dense import Dense
 from stoixlite.networks.memory import register_memory
 from stoixlite.networks.memory._memoroid import MemoroidCell, MemoroidStack
 
@@ -67,11 +68,11 @@ class FFMCell(MemoroidCell):
             lambda k, s: 2 * jnp.pi / jnp.geomspace(self.min_period, self.max_period, s[0]),
             (c,),
         )
-        self.pre = nn.Dense(m)
-        self.gate_in = nn.Dense(m)
-        self.gate_out = nn.Dense(self.hidden_size)
-        self.mix = nn.Dense(self.hidden_size)
-        self.skip = nn.Dense(self.hidden_size)  # only used (and created) when F != H
+        self.pre = Dense(m)
+        self.gate_in = Dense(m)
+        self.gate_out = Dense(self.hidden_size)
+        self.mix = Dense(self.hidden_size)
+        self.skip = Dense(self.hidden_size)  # only used (and created) when F != H
         self.norm = nn.LayerNorm(use_bias=False, use_scale=False)
 
     @nn.nowrap

@@ -21,6 +21,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from stoixlite.networks.dense import matmul
 from stoixlite.networks.memory import register_memory
 from stoixlite.networks.memory._common import (
     ZeroStateRNN,
@@ -62,7 +63,7 @@ class GRU(ZeroStateRNN):
         w_h = self.param("recurrent_kernel", stacked_init(default_recurrent_init, 3), (H, 3 * H))
         b_hn = self.param("recurrent_bias_n", nn.initializers.zeros_init(), (H,))
 
-        xp = jnp.einsum("tbf,fg->tbg", x, w_i) + b_i  # [T, B, 3H], all steps at once
+        xp = matmul(x, w_i) + b_i  # [T, B, 3H], all steps at once
 
         if x.shape[0] == 1:  # rollout path: one step, no loop (plain autodiff)
             h = jnp.where(start[0][:, None], 0.0, carry)

@@ -26,6 +26,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from stoixlite.networks.dense import Dense
 from stoixlite.networks.memory import register_memory
 from stoixlite.networks.memory._common import heads_errors, positive_int_errors
 from stoixlite.networks.memory._memoroid import MemoroidCell, MemoroidStack
@@ -60,10 +61,10 @@ class LinearAttentionCell(MemoroidCell):
     def setup(self) -> None:
         if self.hidden_size % self.num_heads:
             raise ValueError(f"hidden_size {self.hidden_size} not divisible by {self.num_heads}")
-        self.query = nn.Dense(self.num_heads * self.key_size)
-        self.key = nn.Dense(self.num_heads * self.key_size)
-        self.value = nn.Dense(self.hidden_size)
-        self.out = nn.Dense(self.hidden_size)
+        self.query = Dense(self.num_heads * self.key_size)
+        self.key = Dense(self.num_heads * self.key_size)
+        self.value = Dense(self.hidden_size)
+        self.out = Dense(self.hidden_size)
 
     @property
     def dv(self) -> int:

@@ -27,6 +27,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from stoixlite.networks.dense import Dense
 from stoixlite.networks.memory import register_memory
 from stoixlite.networks.memory._memoroid import MemoroidCell, MemoroidStack
 from stoixlite.networks.memory.scan import linear_recurrence_combine, linear_recurrence_identity
@@ -61,8 +62,8 @@ class ComplexDense(nn.Module):
     @nn.compact
     def __call__(self, x: Array) -> Array:
         init = nn.initializers.variance_scaling(self.scale**2, "fan_in", "normal")
-        re = nn.Dense(self.features, use_bias=False, kernel_init=init, name="re")(x)
-        im = nn.Dense(self.features, use_bias=False, kernel_init=init, name="im")(x)
+        re = Dense(self.features, use_bias=False, kernel_init=init, name="re")(x)
+        im = Dense(self.features, use_bias=False, kernel_init=init, name="im")(x)
         return jax.lax.complex(re, im)
 
 
@@ -74,7 +75,7 @@ class RealPart(nn.Module):
     @nn.compact
     def __call__(self, h: Array) -> Array:
         init = nn.initializers.variance_scaling(2.0, "fan_in", "normal")  # std 1/sqrt(N) per part
-        return nn.Dense(self.features, kernel_init=init)(jnp.concatenate([h.real, -h.imag], -1))
+        return Dense(self.features, kernel_init=init)(jnp.concatenate([h.real, -h.imag], -1))
 
 
 class Feedthrough(nn.Module):
@@ -87,7 +88,7 @@ class Feedthrough(nn.Module):
         if x.shape[-1] == self.features:
             d = self.param("diag", nn.initializers.normal(1.0), (self.features,))
             return x * d
-        return nn.Dense(self.features, use_bias=False, name="proj")(x)
+        return Dense(self.features, use_bias=False, name="proj")(x)
 
 
 class DiagonalCell(MemoroidCell):

@@ -18,6 +18,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from stoixlite.networks.dense import matmul
 from stoixlite.networks.memory import register_memory
 from stoixlite.networks.memory._common import (
     check_inputs,
@@ -63,7 +64,7 @@ class LSTM(nn.Module):
         )
         w_h = self.param("recurrent_kernel", stacked_init(default_recurrent_init, 4), (H, 4 * H))
 
-        xp = jnp.einsum("tbf,fg->tbg", x, w_i) + b_i  # [T, B, 4H]
+        xp = matmul(x, w_i) + b_i  # [T, B, 4H]
 
         if x.shape[0] == 1:  # rollout path: one step, no loop (plain autodiff)
             c, h = carry

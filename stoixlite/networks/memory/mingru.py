@@ -23,6 +23,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from stoixlite.networks.dense import Dense
 from stoixlite.networks.memory import register_memory
 from stoixlite.networks.memory._memoroid import MemoroidCell, MemoroidStack
 from stoixlite.networks.memory.scan import linear_recurrence_combine, linear_recurrence_identity
@@ -37,8 +38,8 @@ class MinGRUCell(MemoroidCell):
     hidden_size: int
 
     def setup(self) -> None:
-        self.gate = nn.Dense(self.hidden_size)
-        self.candidate = nn.Dense(self.hidden_size)
+        self.gate = Dense(self.hidden_size)
+        self.candidate = Dense(self.hidden_size)
 
     @nn.nowrap
     def identity(self, batch_size: int) -> LinState:

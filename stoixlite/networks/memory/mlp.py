@@ -6,10 +6,13 @@ policy runs through exactly the same rollout/training code as the recurrent ones
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from stoixlite.networks.dense import Dense
 from stoixlite.networks.memory import register_memory
 from stoixlite.networks.memory._common import check_inputs, get_activation
 
@@ -24,6 +27,8 @@ class MLPMemory(nn.Module):
     leak across episodes). ``x [T, B, F]`` -> ``y [T, B, hidden_size]``.
     """
 
+    stateless: ClassVar[bool] = True
+
     hidden_size: int
     activation: str = "relu"
 
@@ -35,5 +40,5 @@ class MLPMemory(nn.Module):
     def __call__(self, carry: Array, inputs: tuple[Array, Array]) -> tuple[Array, Array]:
         x, start = inputs
         check_inputs(x, start)
-        y = get_activation(self.activation)(nn.Dense(self.hidden_size, name="dense")(x))
+        y = get_activation(self.activation)(Dense(self.hidden_size, name="dense")(x))
         return jnp.zeros_like(carry), y

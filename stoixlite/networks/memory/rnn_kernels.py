@@ -30,6 +30,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from stoixlite.networks.dense import matmul, outer_sum
+
 Array = jax.Array
 
 # Loop unrolling of the forward / reverse loops (measured on a 2-core CPU, B = 1..16, H = 128).
@@ -88,7 +90,7 @@ def _gru_seq_bwd(unroll, res, dhs):
     H = h_init.shape[-1]
     # Recompute all gates at once.
     hp = _shift_prev(h_init, hs, start)  # [T, B, H] reset previous states
-    hh = jnp.einsum("tbh,hg->tbg", hp, w_h)
+    hh = matmul(hp, w_h)
     rz = jax.nn.sigmoid(xp[..., : 2 * H] + hh[..., : 2 * H])
     r, z = rz[..., :H], rz[..., H:]
     hn = hh[..., 2 * H :] + b_hn
@@ -118,7 +120,7 @@ def _gru_seq_bwd(unroll, res, dhs):
     g3 = jnp.concatenate([gs, gs, gs], axis=-1)
     dgh = g3 * k  # [T, B, 3H] cotangent of hp @ w_h (+ b_hn in the n block)
     dxp = jnp.concatenate([dgh[..., : 2 * H], gs * a], axis=-1)
-    dw_h = jnp.einsum("tbh,tbg->hg", hp, dgh)
+    dw_h = outer_sum(hp, dgh)
     db_hn = jnp.sum(dgh[..., 2 * H :], axis=(0, 1))
     return dxp, None, dh_init, dw_h, db_hn
 
@@ -190,7 +192,7 @@ def _lstm_seq_bwd(unroll, res, cot):
     H = h_init.shape[-1]
     cp = _shift_prev(c_init, cs, start)
     hp = _shift_prev(h_init, hs, start)
-    gates = xp + jnp.einsum("tbh,hg->tbg", hp, w_h)
+    gates = xp + matmul(hp, w_h)
     s = jax.nn.sigmoid(gates)
     si, sf, so = s[..., :H], s[..., H : 2 * H], s[..., 3 * H :]
     tg = jnp.tanh(gates[..., 2 * H : 3 * H])
@@ -222,7 +224,7 @@ def _lstm_seq_bwd(unroll, res, cot):
         reverse=True,
         unroll=unroll,
     )
-    dw_h = jnp.einsum("tbh,tbg->hg", hp, dgs)
+    dw_h = outer_sum(hp, dgs)
     return dgs, None, dc_init, dh_init, dw_h
 
 

@@ -1,0 +1,178 @@
+"""Where one PPO update's time goes: the phases timed separately, interleaved, in one process.
+
+Phases of ``stoixlite.ppo.learner.make_update``, each jitted on its own and run ``--updates``
+times per call (a ``lax.scan``, like the learn chunk):
+
+* ``rollout``: ``rollout_length`` steps of (network at T=1, env step);
+* ``prepare``: bootstrap values (one batched T=1 call), GAE, cutting the sequences;
+* ``epochs``: ``epochs x num_minibatches`` minibatch steps (shuffle/gather, forward, backward,
+  optimiser);
+* ``update``: the whole update as training runs it (the sum of the above plus fusion effects).
+
+Timings of all phases (and of PureJaxRL ppo.py's whole update with ``--purejaxrl``) are
+interleaved over ``--rounds`` rounds and reported as medians, so machine load affects them
+alike. ``--trace DIR`` also writes a ``jax.profiler`` trace of a few whole updates (open it with
+TensorBoard or Perfetto).
+
+Usage::
+
+    python scripts/profile_update.py network=memoroid arch.num_envs=64 --purejaxrl
+    python scripts/profile_update.py network=feedforward env=gymnax/CartPole-v1 arch.num_envs=4
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import optax  # noqa: E402
+
+
+def phase_programs(exp, updates: int) -> tuple[dict[str, Callable], object]:
+    """Jitted phase functions (each scanning ``updates`` times) and their shared input state."""
+    from stoixlite.ppo.gae import gae_advantages
+    from stoixlite.ppo.learner import make_sequences, sequence_length, split_minibatches
+    from stoixlite.ppo.loss import ppo_loss
+    from stoixlite.ppo.rollout import bootstrap_values, rollout
+
+    cfg, apply_fn, tx = exp.ppo, exp.network.apply, exp.optimizer
+    state = exp.init_state(jax.random.PRNGKey(0))
+
+    def collect(state):
+        initial_carry = state.carry
+        state, traj, carries_after = rollout(apply_fn, exp.env, state, cfg.rollout_length)
+        return state, (initial_carry, traj, carries_after)
+
+    def prepare(state, data):
+        initial_carry, traj, carries_after = data
+        next_value = bootstrap_values(apply_fn, state.params, traj, carries_after)
+        advantage, target = gae_advantages(
+            traj.reward, traj.discount, traj.last, traj.value, next_value, cfg.gamma, cfg.gae_lambda
+        )
+        before = jax.tree.map(
+            lambda c0, c: jnp.concatenate([c0[None], c[:-1]], axis=0), initial_carry, carries_after
+        )
+        return make_sequences(traj, advantage, target, before, sequence_length(cfg), cfg.burn_in)
+
+    grad_fn = jax.grad(lambda p, b: ppo_loss(p, apply_fn, b, cfg), has_aux=True)
+
+    def epochs(state, sequences):
+        num_sequences = sequences.start.shape[1]
+
+        def minibatch_step(carry, batch):
+            params, opt_state = carry
+            grads, metrics = grad_fn(params, batch)
+            updates_, opt_state = tx.update(grads, opt_state, params)
+            return (optax.apply_updates(params, updates_), opt_state), metrics
+
+        def epoch_step(carry, key):
+            perm = jax.random.permutation(key, num_sequences)
+            return jax.lax.scan(
+                minibatch_step, carry, split_minibatches(sequences, perm, cfg.num_minibatches)
+            )
+
+        (params, opt_state), _ = jax.lax.scan(
+            epoch_step, (state.params, state.opt_state), jax.random.split(state.key, cfg.epochs)
+        )
+        return state.replace(params=params, opt_state=opt_state)
+
+    _, data = jax.jit(collect)(state)
+    sequences = jax.jit(prepare)(state, data)
+
+    def checksum(tree) -> jax.Array:  # keeps every output of a phase alive
+        return sum(jnp.sum(x.astype(jnp.float32)) for x in jax.tree.leaves(tree))
+
+    programs = {
+        "rollout": jax.jit(
+            lambda s: jax.lax.scan(lambda c, _: (collect(c)[0], None), s, None, length=updates)[0]
+        ),
+        "prepare": jax.jit(
+            lambda s, d: jax.lax.map(lambda _: checksum(prepare(s, d)), jnp.arange(updates))
+        ),
+        "epochs": jax.jit(
+            lambda s, q: jax.lax.scan(lambda c, _: (epochs(c, q), None), s, None, length=updates)[0]
+        ),
+        "update": jax.jit(
+            lambda s: jax.lax.scan(lambda c, _: exp.update(c), s, None, length=updates)[0]
+        ),
+    }
+    args = {
+        "rollout": (state,),
+        "prepare": (state, data),
+        "epochs": (state, sequences),
+        "update": (state,),
+    }
+    return programs, args
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides of configs/config.yaml")
+    parser.add_argument("--updates", type=int, default=8, help="updates per timed call")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--purejaxrl", action="store_true", help="also time ppo.py's update")
+    parser.add_argument("--trace", default=None, help="write a jax.profiler trace here")
+    args = parser.parse_args()
+
+    from hydra import compose, initialize_config_dir
+
+    from stoixlite.rec_ppo import CONFIG_DIR
+    from stoixlite.run.build import build_run
+
+    with initialize_config_dir(str(CONFIG_DIR), version_base=None):
+        cfg = compose("config", overrides=args.overrides)
+    exp = build_run(cfg)
+    programs, inputs = phase_programs(exp, args.updates)
+    if args.purejaxrl:
+        from purejaxrl_ppo import DEFAULT_CONFIG, make_train
+
+        ref_cfg = {
+            **DEFAULT_CONFIG,
+            "NUM_ENVS": exp.ppo.num_envs,
+            "NUM_STEPS": exp.ppo.rollout_length,
+            "UPDATE_EPOCHS": exp.ppo.epochs,
+            "NUM_MINIBATCHES": exp.ppo.num_minibatches,
+        }
+        _, init, run_updates = make_train(ref_cfg)
+        programs["ppo.py update"] = jax.jit(lambda s: run_updates(s, args.updates)[0])
+        inputs["ppo.py update"] = (init(jax.random.PRNGKey(0)),)
+    compiled = {}
+    for name, fn in programs.items():
+        tic = time.perf_counter()
+        compiled[name] = fn.lower(*inputs[name]).compile()
+        print(f"compiled {name} in {time.perf_counter() - tic:.1f}s", flush=True)
+        jax.block_until_ready(compiled[name](*inputs[name]))
+    times: dict[str, list[float]] = {name: [] for name in compiled}
+    for _ in range(args.rounds):
+        for name, fn in compiled.items():
+            tic = time.perf_counter()
+            jax.block_until_ready(fn(*inputs[name]))
+            times[name].append((time.perf_counter() - tic) / args.updates * 1e3)
+    steps = exp.steps_per_update
+    print(
+        f"\n{cfg.network.name} on {cfg.env.name}, {exp.ppo.num_envs} x {exp.ppo.rollout_length}, "
+        f"{exp.ppo.epochs} x {exp.ppo.num_minibatches} minibatches; median of {args.rounds}"
+    )
+    print("| phase | ms / update | SPS equivalent |\n|---|---:|---:|")
+    for name, t in times.items():
+        med = statistics.median(t)
+        print(f"| {name} | {med:.2f} | {steps / med * 1e3:,.0f} |")
+    if args.trace:
+        with jax.profiler.trace(args.trace):
+            jax.block_until_ready(compiled["update"](*inputs["update"]))
+        print(f"trace written to {args.trace}")
+
+
+if __name__ == "__main__":
+    main()
