@@ -44,6 +44,7 @@ def build_command(args: argparse.Namespace, extra: list[str]) -> list[str]:
         f"network={','.join(args.networks)}",
         f"env.difficulty={args.difficulty}",
         f"hydra.sweep.dir={args.out}",
+        "arch.target_return=null",  # whole learning curves: no early stop
     ]
     if args.vmap_seeds:
         cmd += [f"arch.seed={min(args.seeds)}", f"arch.num_seeds={len(args.seeds)}"]
