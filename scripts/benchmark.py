@@ -14,6 +14,10 @@ Usage::
     python scripts/benchmark.py                        # full table, JSON to benchmark_results.json
     python scripts/benchmark.py --networks gru memoroid --envs gymnax/CartPole-v1 --out r.json
     python scripts/benchmark.py --reference-only       # only the PureJaxRL-configuration rows
+    python scripts/benchmark.py --networks gru --envs popgym/repeat_previous --no-reference \
+        --num-envs 1024 --devices 1 2 4 8             # SPS per device count (arch.num_devices)
+    python scripts/benchmark.py ... --devices 1 2 4 --host-devices 4
+                                                       # forced CPU devices: correctness, not speed
     python scripts/benchmark.py --env-only [...]       # env throughput: every POPGym port vs popgym
                                                        # (arguments go to scripts/benchmark_envs.py)
 """
@@ -100,12 +104,13 @@ def run_row(spec: dict) -> dict:
         "network.hidden_size=128",
         "network.embed_size=128",
         "network.head_size=128",
+        *([f"arch.num_devices={spec['devices']}"] if spec.get("devices") else []),
         *spec.get("overrides", []),
     ]
     with initialize_config_dir(str(CONFIG_DIR), version_base=None):
         cfg = compose("config", overrides=overrides)
     exp = build_run(cfg)
-    state = exp.init_state(jax.random.PRNGKey(0))
+    state, _ = exp.init()  # laid out on the run's devices
     tic = time.perf_counter()
     learn_chunk = exp.learn.lower(state).compile()
     compile_s = time.perf_counter() - tic
@@ -129,6 +134,7 @@ def run_row(spec: dict) -> dict:
             for k in ("network", "env", "num_envs", "rollout_length", "epochs", "minibatches")
         },
         "label": spec.get("label", ""),
+        "devices": exp.placement.num_devices,
         "sps": exp.steps_per_chunk / best,
         "sps_median": exp.steps_per_chunk / sorted(times)[len(times) // 2],
         "compile_s": compile_s,
@@ -138,11 +144,16 @@ def run_row(spec: dict) -> dict:
     }
 
 
-def launch(spec: dict) -> dict:
+def launch(spec: dict, host_devices: int | None = None) -> dict:
+    env = dict(os.environ)
+    if host_devices:
+        forced = f"--xla_force_host_platform_device_count={host_devices}"
+        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {forced}"
     proc = subprocess.run(
         [sys.executable, __file__, "--worker", json.dumps(spec)],
         capture_output=True,
         text=True,
+        env=env,
     )
     if proc.returncode != 0:
         return {**spec, "error": proc.stderr.strip().splitlines()[-1] if proc.stderr else "failed"}
@@ -151,20 +162,21 @@ def launch(spec: dict) -> dict:
 
 def markdown(rows: list[dict]) -> str:
     head = (
-        "| network | env | envs x steps | SPS (best) | SPS (median) | compile s "
+        "| network | env | envs x steps | devices | SPS (best) | SPS (median) | compile s "
         "| peak RSS MiB | note |"
     )
-    lines = [head, "|" + "---|" * 8]
+    lines = [head, "|" + "---|" * 9]
     for r in rows:
         if "error" in r:
             lines.append(
-                f"| {r['network']} | {r['env']} | {r['num_envs']} | error: {r['error']} |||||"
+                f"| {r['network']} | {r['env']} | {r['num_envs']} | {r.get('devices') or '-'} "
+                f"| error: {r['error']} |||||"
             )
             continue
         lines.append(
             f"| {r['network']} | {r['env']} | {r['num_envs']} x {r['rollout_length']} "
-            f"| {r['sps']:,.0f} | {r['sps_median']:,.0f} | {r['compile_s']:.1f} "
-            f"| {r['peak_rss_mb']:,.0f} | {r['label']} |"
+            f"| {r.get('devices', 1)} | {r['sps']:,.0f} | {r['sps_median']:,.0f} "
+            f"| {r['compile_s']:.1f} | {r['peak_rss_mb']:,.0f} | {r['label']} |"
         )
     return "\n".join(lines)
 
@@ -194,6 +206,12 @@ def main() -> None:
     )
     parser.add_argument("--reference-only", action="store_true")
     parser.add_argument("--no-reference", action="store_true")
+    parser.add_argument(
+        "--devices", nargs="*", type=int, default=None, help="arch.num_devices of each row"
+    )
+    parser.add_argument(
+        "--host-devices", type=int, default=None, help="force this many CPU devices (XLA_FLAGS)"
+    )
     parser.add_argument("--out", default="benchmark_results.json")
     args = parser.parse_args()
 
@@ -225,9 +243,11 @@ def main() -> None:
             for row in REFERENCE_ROWS
             if row["network"] in registered
         ]
+    if args.devices:
+        specs = [{**spec, "devices": d} for spec in specs for d in args.devices]
     rows = []
     for spec in specs:
-        row = launch(spec)
+        row = launch(spec, args.host_devices)
         rows.append(row)
         print(markdown([row]).splitlines()[-1], flush=True)
     result = {"hardware": hardware(), "rows": rows}

@@ -27,7 +27,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from stoixlite.run.config import ConfigError, RunConfig, parse
+from stoixlite.run.config import ConfigError, RunConfig, parse, parse_distributed
 
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
 # `${slug:env.name}` in run directory names: "popgym/repeat_previous" -> "popgym-repeat_previous".
@@ -57,6 +57,7 @@ def _job_failed(run_dir: Path, message: str) -> float:
 
 @hydra.main(version_base=None, config_path=str(CONFIG_DIR), config_name="config")
 def main(cfg: DictConfig) -> float:
+    from stoixlite.run.distributed import DistributedError, initialize
     from stoixlite.run.resume import resume_config
     from stoixlite.tracking.checkpointing import CheckpointMismatchError
 
@@ -70,8 +71,9 @@ def main(cfg: DictConfig) -> float:
         if resume:
             run_dir = Path(str(resume)).expanduser().resolve()
             cfg = resume_config(cfg, run_dir, list(hydra_cfg.overrides.task))
+        initialize(parse_distributed(cfg))  # before parse: the registries start JAX
         return train(parse(cfg), run_dir, resume=bool(resume))
-    except (ConfigError, CheckpointMismatchError, FileNotFoundError) as err:
+    except (ConfigError, CheckpointMismatchError, DistributedError, FileNotFoundError) as err:
         if multirun:
             return _job_failed(run_dir, f"{type(err).__name__}: {err}\n")
         kind = "config error" if isinstance(err, ConfigError) else "error"

@@ -106,8 +106,14 @@ def make_update(
     tx: optax.GradientTransformation,
     cfg: PPOConfig,
     rollout_unroll: int = 1,
+    layout_minibatches: Callable[[SequenceBatch], SequenceBatch] | None = None,
 ) -> Callable[[LearnerState], tuple[LearnerState, dict[str, jax.Array]]]:
-    """Build ``update(state) -> (state, metrics)``: a rollout, then epochs x minibatches steps."""
+    """Build ``update(state) -> (state, metrics)``: a rollout, then epochs x minibatches steps.
+
+    ``layout_minibatches`` maps an epoch's minibatches ``[M, L, B, ...]`` to themselves with a
+    device layout (a sharding constraint splitting each minibatch over devices, see
+    :mod:`stoixlite.run.sharding`); values are unchanged.
+    """
     grad_fn = jax.grad(lambda p, b: ppo_loss(p, apply_fn, b, cfg), has_aux=True)
 
     def update(state: LearnerState) -> tuple[LearnerState, dict[str, jax.Array]]:
@@ -134,6 +140,8 @@ def make_update(
         def epoch_step(carry: tuple, key: jax.Array) -> tuple[tuple, dict]:
             perm = jax.random.permutation(key, num_sequences)
             minibatches = split_minibatches(sequences, perm, cfg.num_minibatches)
+            if layout_minibatches is not None:
+                minibatches = layout_minibatches(minibatches)
             return jax.lax.scan(minibatch_step, carry, minibatches)
 
         key, epoch_key = jax.random.split(state.key)
