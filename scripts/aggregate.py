@@ -8,10 +8,14 @@ runs by env (name and difficulty) x network and pools their seeds: a run trained
 ``arch.num_seeds > 1`` contributes each seed of its ``metrics_per_seed.jsonl``. Writes to
 ``--out`` (default ``<dir>/aggregate``):
 
-* ``results.md``: per env x network the number of seeds, mean ± std (over seeds) of the final
-  and of the maximum eval return, and the runs that failed (an ``error.txt`` in their job
-  directory);
+* ``results.md``: per env x network the number of seeds, the env steps trained, mean ± std
+  (over seeds) and the 95 % confidence interval of the mean (Student t) of the final and of the
+  maximum eval return, the wall time of the runs, and the runs that failed (an ``error.txt`` in
+  their job directory);
 * ``<env>.png``: learning curves per env, one line per network (mean over seeds, ± std band).
+
+``--label run`` keys rows and curves by run directory name instead of network, to put the
+ablations of one network side by side.
 
 The table is also printed. Needs only numpy, matplotlib and omegaconf.
 """
@@ -19,7 +23,6 @@ The table is also printed. Needs only numpy, matplotlib and omegaconf.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 from collections import defaultdict
@@ -32,11 +35,13 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from omegaconf import OmegaConf  # noqa: E402
 
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # this checkout's stoixlite
+
+from stoixlite.tracking.jsonl import read_jsonl  # noqa: E402
+
 Curve = tuple[np.ndarray, np.ndarray]  # steps [K], values [K] (NaN where missing)
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
 def curve(records: list[dict], metric: str) -> Curve:
@@ -59,47 +64,96 @@ def run_curves(run_dir: Path, metric: str) -> list[Curve]:
     return [curve(records, metric)] if records else []
 
 
-def labels(run_dir: Path) -> tuple[str, str]:
+LABELS = ("network", "run")
+
+
+def labels(run_dir: Path, label: str = "network") -> tuple[str, str]:
+    """``(env[difficulty], variant)``; the variant is the network name, or with
+    ``label="run"`` the run directory's name (to compare ablations of one network)."""
     cfg = OmegaConf.load(run_dir / "config.yaml")
     env = str(cfg.env.name)
     if cfg.env.get("difficulty"):
         env += f"[{cfg.env.difficulty}]"
-    return env, str(cfg.network.name)
+    return env, str(cfg.network.name) if label == "network" else run_dir.name
 
 
 def slug(text: str) -> str:
     return text.replace("/", "-").replace("[", "-").replace("]", "")
 
 
-def fmt(values: list[float]) -> str:
+# Two-sided 95 % Student-t quantiles by degrees of freedom (1..10); 1.96 beyond.
+T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
+
+
+def finite(values: list[float]) -> np.ndarray:
     arr = np.asarray(values, np.float64)
-    arr = arr[np.isfinite(arr)]
+    return arr[np.isfinite(arr)]
+
+
+def fmt(values: list[float]) -> str:
+    arr = finite(values)
     return "n/a" if arr.size == 0 else f"{arr.mean():.3f} ± {arr.std():.3f}"
 
 
-def collect(root: Path, metric: str) -> tuple[dict[tuple[str, str], list[Curve]], list[Path]]:
-    groups: dict[tuple[str, str], list[Curve]] = defaultdict(list)
+def ci95(values: list[float]) -> str:
+    """``[lo, hi]``: 95 % t-interval of the mean over seeds (``n/a`` below 2 seeds)."""
+    arr = finite(values)
+    if arr.size < 2:
+        return "n/a"
+    t = T95[arr.size - 2] if arr.size - 1 <= len(T95) else 1.96
+    half = t * arr.std(ddof=1) / np.sqrt(arr.size)
+    return f"[{arr.mean() - half:.2f}, {arr.mean() + half:.2f}]"
+
+
+def run_wall_time(run_dir: Path) -> float:
+    """Wall seconds of a run (compile included): ``time/elapsed_s`` of its last record."""
+    records = read_jsonl(run_dir / "metrics.jsonl")
+    return float(records[-1].get("time/elapsed_s") or math.nan) if records else math.nan
+
+
+Groups = dict[tuple[str, str], list[Curve]]
+WallTimes = dict[tuple[str, str], list[float]]
+
+
+def collect(
+    root: Path, metric: str, label: str = "network"
+) -> tuple[Groups, WallTimes, list[Path]]:
+    """Per (env, variant): the seeds' curves and the runs' wall times; the failed job dirs."""
+    groups: Groups = defaultdict(list)
+    walls: WallTimes = defaultdict(list)
     for path in sorted(root.rglob("metrics.jsonl")):
         run_dir = path.parent
         if (run_dir / "config.yaml").exists():
-            groups[labels(run_dir)].extend(run_curves(run_dir, metric))
+            key = labels(run_dir, label)
+            groups[key].extend(run_curves(run_dir, metric))
+            walls[key].append(run_wall_time(run_dir))
     failed = sorted(p.parent for p in root.rglob("error.txt"))
-    return groups, failed
+    return groups, walls, failed
 
 
-def table(groups: dict[tuple[str, str], list[Curve]], failed: list[Path], metric: str) -> str:
+def table(groups: Groups, walls: WallTimes, failed: list[Path], metric: str) -> str:
     lines = [
-        f"| env | network | seeds | final {metric} | max {metric} |",
-        "|---|---|---|---|---|",
+        f"| env | network | seeds | steps | final {metric} | final 95% CI | max {metric} "
+        "| max 95% CI | wall s |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for (env, network), curves in sorted(groups.items()):
         finals = [
             values[np.isfinite(values)][-1] for _, values in curves if np.isfinite(values).any()
         ]
         maxima = [np.nanmax(values) for _, values in curves if np.isfinite(values).any()]
-        lines.append(f"| {env} | {network} | {len(curves)} | {fmt(finals)} | {fmt(maxima)} |")
+        steps = max((int(s[-1]) for s, _ in curves if len(s)), default=0)
+        wall = finite(walls.get((env, network), []))
+        wall_s = f"{wall.max():.0f}" if wall.size else "n/a"
+        lines.append(
+            f"| {env} | {network} | {len(curves)} | {steps:.2e} | {fmt(finals)} | {ci95(finals)} "
+            f"| {fmt(maxima)} | {ci95(maxima)} | {wall_s} |"
+        )
     lines.append("")
-    lines.append("mean ± std over seeds (runs pooled per env x network).")
+    lines.append(
+        "mean ± std over seeds and the 95 % t-interval of the mean (runs pooled per env x "
+        "network); wall s: the longest run's wall time, compile included."
+    )
     if failed:
         lines.append(f"\n{len(failed)} failed runs (see their error.txt):")
         lines.extend(f"- {p}" for p in failed)
@@ -140,14 +194,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("root", type=Path, help="a run or multirun directory")
     parser.add_argument("--out", type=Path, default=None, help="default: <root>/aggregate")
     parser.add_argument("--metric", default="eval/episode_return")
+    parser.add_argument(
+        "--label",
+        choices=LABELS,
+        default="network",
+        help="rows/curves per network (seeds pooled), or per run directory (ablations)",
+    )
     args = parser.parse_args(argv)
-    groups, failed = collect(args.root, args.metric)
+    groups, walls, failed = collect(args.root, args.metric, args.label)
     if not groups and not failed:
         print(f"no runs (metrics.jsonl + config.yaml) below {args.root}", file=sys.stderr)
         return 1
     out = args.out or args.root / "aggregate"
     out.mkdir(parents=True, exist_ok=True)
-    text = table(groups, failed, args.metric)
+    text = table(groups, walls, failed, args.metric)
     (out / "results.md").write_text(text)
     plots = plot(groups, out, args.metric)
     print(text)

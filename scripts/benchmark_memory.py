@@ -1,6 +1,7 @@
 """Training-step benchmark of the memory models (forward + backward, jitted).
 
-For each model (GRU, LSTM, every memoroid under both scan strategies) and sequence length T:
+For each model (every registered one by default; models with a ``scan`` option under both
+strategies) and sequence length T:
 one jitted ``value_and_grad`` of ``sum(w * y)`` w.r.t. the parameters on ``x [T, B, F]`` with
 random episode starts (p = 1/64), from ``initialize_carry``. Compile time is measured
 separately; the step time is the median of several runs after compilation. Each configuration
@@ -30,8 +31,33 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-RNNS = ("gru", "lstm")
-MEMOROIDS = ("ffm", "lru", "s5", "linear_attention", "mingru")
+
+
+def _registry():
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+    from stoixlite.networks import memory
+
+    return memory
+
+
+def default_models() -> list[str]:
+    """Every registered model except ``mlp`` (no memory), aliases once (``memoroid`` = ``ffm``)."""
+    memory = _registry()
+    seen, names = set(), []
+    for name in memory.available_memories():
+        cls = memory.memory_class(name)
+        if cls not in seen and name not in ("mlp", "memoroid"):
+            seen.add(cls)
+            names.append(name)
+    return names
+
+
+def scans(name: str) -> tuple[str, ...]:
+    """Both scan strategies for models with a ``scan`` option, else ``("-",)``."""
+    if "scan" in _registry().memory_fields(name):
+        return ("associative", "sequential")
+    return ("-",)
 
 
 def _cpu_name() -> str:
@@ -133,8 +159,7 @@ def run_one(name: str, scan: str, length: int, batch: int, hidden: int, mode: st
 
 def _configs(models, lengths):
     for name in models:
-        scans = ("-",) if name not in MEMOROIDS else ("associative", "sequential")
-        for scan in scans:
+        for scan in scans(name):
             yield name, scan, 1, "rollout"
             for length in lengths:
                 yield name, scan, length, "train"
@@ -178,7 +203,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="T in 16, 64 and fewer runs")
     ap.add_argument("--lengths", type=int, nargs="*", default=None)
-    ap.add_argument("--models", nargs="*", default=list(RNNS + MEMOROIDS))
+    ap.add_argument("--models", nargs="*", default=None, help="default: every registered model")
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--reps", type=int, default=5, help="minimum timed runs per configuration")
@@ -210,7 +235,7 @@ def main() -> None:
     }
     print(f"hardware: {hardware}", flush=True)
     results = []
-    for name, scan, length, mode in _configs(args.models, lengths):
+    for name, scan, length, mode in _configs(args.models or default_models(), lengths):
         tag = f"{name:16s} {scan:11s} {mode:7s} T={length:<5d}"
         state_mb = _estimate_state_mb(name, length, args.batch, args.hidden)
         if state_mb > args.max_state_mb:

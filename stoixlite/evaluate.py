@@ -9,7 +9,8 @@ plays ``--episodes`` episodes (one per eval env) with greedy actions, or sampled
 trained JAX policy on the original (numpy) environment, stepped from Python: observations are
 encoded exactly like the port (the declared :class:`~stoixlite.envs.popgym.reference.
 PopgymReference`), augmented like the training wrappers when ``env.obs_augment`` is on (previous
-action one-hot + is-first flag), and the memory is reset at each episode start.
+action one-hot, previous reward with ``env.obs_prev_reward``, is-first flag), and the memory is
+reset at each episode start.
 Both returns are printed side by side: a policy learned on the port should score the same on the
 reference.
 """
@@ -75,6 +76,7 @@ def evaluate_reference(run: Run, params: Any, episodes: int, greedy: bool, seed:
 
     act_width = int(space.n) if isinstance(space, Discrete) else int(np.prod(space.shape))
     prev_action = np.zeros((episodes, act_width), np.float32)
+    last_reward = np.zeros((episodes, 1 if cfg.env.obs_prev_reward else 0), np.float32)
     carry = run.network.initialize_carry(episodes)
     returns = np.zeros(episodes, np.float64)
     no_reward = jnp.zeros((episodes,), jnp.float32)
@@ -85,7 +87,7 @@ def evaluate_reference(run: Run, params: Any, episodes: int, greedy: bool, seed:
         x = np.stack([encode(o) for o in obs])
         if cfg.env.obs_augment:
             first = np.full((episodes, 1), 1.0 if t == 0 else 0.0, np.float32)
-            x = np.concatenate([x, prev_action, first], axis=1)
+            x = np.concatenate([x, prev_action, last_reward, first], axis=1)
         key, act_key = jax.random.split(key)
         step_type = jnp.full((episodes,), FIRST if t == 0 else MID, jnp.int32)
         timestep = TimeStep(step_type, no_reward, no_reward + 1.0, jnp.asarray(x))
@@ -97,6 +99,7 @@ def evaluate_reference(run: Run, params: Any, episodes: int, greedy: bool, seed:
             obs[i], reward, terminated, truncated, _ = env.step(reference.action(port, action[i]))
             returns[i] += float(reward)
             prev_action[i] = encode_action(action[i])
+            last_reward[i] = float(reward)
             done[i] = terminated or truncated
         if done.all():
             break

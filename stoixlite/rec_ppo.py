@@ -1,11 +1,12 @@
 """Recurrent PPO entry point: ``python -m stoixlite.rec_ppo [overrides]``.
 
-Composes the Hydra config (``configs/`` next to the package, so it works from any working
-directory), parses it into the typed :class:`~stoixlite.run.config.RunConfig` (every mistake one
-line on stderr, exit code 2, before anything compiles), then runs the host loop of
-:mod:`stoixlite.run.loop`: compiled learn chunks, evaluation between chunks, JSON-lines metrics,
-W&B (``logger=wandb``), checkpoints, progress bar, learning-curve plot. Returns the final mean
-evaluation return (what Hydra sweepers optimise).
+Composes the Hydra config (:data:`CONFIG_DIR`: shipped inside the package by a wheel, the
+repository's ``configs/`` otherwise, so it works from any working directory), parses it into the
+typed :class:`~stoixlite.run.config.RunConfig` (every mistake one line on stderr, exit code 2,
+before anything compiles), then runs the host loop of :mod:`stoixlite.run.loop`: compiled learn
+chunks, evaluation between chunks, JSON-lines metrics, W&B (``logger=wandb``), checkpoints,
+progress bar, learning-curve plot. Returns the final mean evaluation return (what Hydra
+sweepers optimise).
 
 ``resume=<run dir>`` continues an interrupted run in its own directory from its latest
 checkpoint, with the config saved there (command-line overrides given with ``resume`` are
@@ -29,7 +30,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from stoixlite.run.config import ConfigError, RunConfig, parse, parse_distributed
 
-CONFIG_DIR = Path(__file__).resolve().parent.parent / "configs"
+# The Hydra configs: inside the package in a wheel (copied by setup.py), else the repository's
+# top-level configs/ (source tree, editable install).
+_PACKAGED_CONFIGS = Path(__file__).resolve().parent / "configs"
+CONFIG_DIR = (
+    _PACKAGED_CONFIGS
+    if _PACKAGED_CONFIGS.is_dir()
+    else Path(__file__).resolve().parent.parent / "configs"
+)
 # `${slug:env.name}` in run directory names: "popgym/repeat_previous" -> "popgym-repeat_previous".
 if not OmegaConf.has_resolver("slug"):
     OmegaConf.register_new_resolver("slug", lambda value: str(value).replace("/", "-"))

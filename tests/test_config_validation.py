@@ -87,6 +87,14 @@ def test_cli_prints_single_line_and_exits_nonzero(tmp_path):
         ("network=lru network.scan=parallel", "network.scan", "associative"),
         ("logger=wandb logger.wandb.mode=loud", "logger.wandb.mode", "offline"),
         ("logger.plot=1", "logger.plot", "true or false"),
+        ("system.burn_in=2", "system.burn_in", "0 < bptt_length"),
+        ("system.bptt_length=4 system.burn_in=5", "system.burn_in", "at most"),
+        ("system.bptt_length=128 system.burn_in=4", "system.burn_in", "0 < bptt_length"),
+        ("system.burn_in=-1", "system.burn_in", "integer >= 0"),
+        ("network.chrono_period=-2", "network.chrono_period", "[0.0, inf]"),
+        ("env.obs_prev_reward=no", "env.obs_prev_reward", "true or false"),
+        ("env=sets/card_table env.kwargs.capacity=2.5", "env.kwargs.capacity", "integer"),
+        ("env=sets/card_table +env.kwargs.capcity=3", "env.kwargs.capcity", "env.kwargs.capacity"),
     ],
 )
 def test_strict_parsing(override, key, hint):
@@ -128,3 +136,17 @@ def test_network_config_keeps_memory_keys_typed_and_round_trips():
     run = parse(compose_config(["network=lru", "network.r_min=1"]))
     assert run.network.memory["r_min"] == 1.0 and isinstance(run.network.memory["r_min"], float)
     assert parse(run.to_dict()) == run
+
+
+def test_burn_in_and_protocol_group_parse():
+    """A valid burn-in parses into the PPO config, and ``+protocol=popgym`` (a config group added
+    with ``+``, not a key) is accepted."""
+    run = parse(compose_config(["system.bptt_length=16", "system.burn_in=8"]))
+    assert run.ppo.burn_in == 8
+    run = parse(compose_config(["+protocol=popgym"]))
+    assert run.system.rollout_length == 1024 and run.network.memory["hidden_size"] == 256
+
+
+def test_env_kwargs_are_typed_by_the_factory():
+    run = parse(compose_config(["env=sets/card_table", "env.kwargs.capacity=4e0"]))
+    assert run.env.kwargs["capacity"] == 4 and isinstance(run.env.kwargs["capacity"], int)

@@ -162,6 +162,39 @@ def test_obs_augment_discrete_around_auto_reset():
     np.testing.assert_array_equal(nxt[3, [0, 2, 3, 4, 5]], [2, *eye[2], 0])
 
 
+def test_obs_prev_reward_around_auto_reset():
+    """``obs_prev_reward``: the previous reward sits before the is-first flag, 0 after resets."""
+    env = wrap_env(CountingEnv(length=2), obs_augment=True, obs_prev_reward=True)
+    space = env.observation_space
+    assert space.shape == (2 + 3 + 2,)
+    assert space.low[-2:] == (-np.inf, 0.0) and space.high[-2:] == (np.inf, 1.0)
+    actions = jnp.array([2, 1, 0, 2], jnp.int32)
+    ts0, traj = rollout(env, actions)
+    np.testing.assert_array_equal(ts0.observation[2:], [0, 0, 0, 0, 1])
+    obs, nxt = np.asarray(traj.observation), np.asarray(traj.extras["next_obs"])
+    eye = np.eye(3)
+    # rewards 10 t + a: 12, 21 (LAST), 10, 22 (LAST)
+    np.testing.assert_array_equal(obs[0, 2:], [*eye[2], 12, 0])
+    np.testing.assert_array_equal(obs[1, [0, 2, 3, 4, 5, 6]], [0, 0, 0, 0, 0, 1])  # auto-reset
+    np.testing.assert_array_equal(nxt[1, [0, 2, 3, 4, 5, 6]], [2, *eye[1], 21, 0])
+    np.testing.assert_array_equal(obs[2, [0, 2, 3, 4, 5, 6]], [1, *eye[0], 10, 0])
+    np.testing.assert_array_equal(nxt[3, [0, 5, 6]], [2, 22, 0])
+    # without the option the layout is unchanged
+    assert wrap_env(CountingEnv(), obs_augment=True).observation_space.shape == (6,)
+    with pytest.raises(ValueError, match="obs_augment"):
+        wrap_env(CountingEnv(), obs_augment=False, obs_prev_reward=True)
+
+
+def test_obs_prev_reward_config_needs_obs_augment():
+    from conftest import compose_config
+
+    from stoixlite.run.config import ConfigError, parse
+
+    parse(compose_config(["env.obs_prev_reward=true"]))  # repeat_previous: obs_augment on
+    with pytest.raises(ConfigError, match=r"^env.obs_prev_reward=True is invalid: requires"):
+        parse(compose_config(["env=gymnax/CartPole-v1", "env.obs_prev_reward=true"]))
+
+
 def test_obs_augment_box_action_and_space():
     raw = CountingEnv(length=2, box_action=True)
     aug = ObsAugmentWrapper(raw)

@@ -193,3 +193,13 @@ def test_multirun_with_wandb_failing_job_and_aggregate(tmp_path):
     assert (tmp_path / "agg" / "popgym-repeat_previous-easy.png").stat().st_size > 0
     cfg = OmegaConf.load(ok[0] / "config.yaml")
     assert cfg.system.lr == 0.001 and jax.numpy.isfinite(finals[0])
+    by_run = [sys.executable, str(ROOT / "scripts" / "aggregate.py"), str(sweep), "--label", "run"]
+    out = subprocess.run(
+        by_run + ["--out", str(tmp_path / "agg_runs")], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    rows = [line for line in out.stdout.splitlines() if line.startswith("| popgym/repeat")]
+    assert sorted(row.split("|")[2].strip() for row in rows) == sorted(j.name for j in ok)
+    for job, final in zip(ok, finals, strict=True):
+        (row,) = [r for r in rows if f"| {job.name} |" in r]
+        assert "| 1 |" in row and f"{final:.3f} ± 0.000" in row

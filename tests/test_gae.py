@@ -71,6 +71,6 @@ def test_truncation_differs_from_termination():
     term_adv, _ = gae_advantages(reward, term_discount, last, value, next_value, 0.5, 1.0)
     assert float(trunc_adv[1, 0]) == pytest.approx(1.0 + 0.5 * 10.0)
     assert float(term_adv[1, 0]) == pytest.approx(1.0)
-    # The trace is cut at LAST in both cases: step 0 sees step 1's advantage only via delta[0].
+    # The trace is cut after a LAST, not before it: step 0 still adds 0.5 * A[1] in both cases.
     assert float(trunc_adv[0, 0]) == pytest.approx(1.0 + 5.0 + 0.5 * 6.0)
     assert float(term_adv[0, 0]) == pytest.approx(1.0 + 5.0 + 0.5 * 1.0)

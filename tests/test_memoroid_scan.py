@@ -42,7 +42,7 @@ MEMOROIDS = _memoroids()
 
 
 def test_expected_memoroids_registered():
-    assert {"ffm", "lru", "s5", "linear_attention", "mingru"} <= set(MEMOROIDS)
+    assert {"ffm", "lru", "s5", "linear_attention", "mingru", "mlstm"} <= set(MEMOROIDS)
     assert memory_class("memoroid") is memory_class("ffm")
 
 
@@ -217,6 +217,25 @@ def test_states_match_numpy_recurrence(name, strategy):
             ref_kv.append(kv)
             ref_k.append(k)
         _close(got, (np.stack(ref_kv), np.stack(ref_k)), what="linear attention sums")
+    elif name == "mlstm":
+        # xLSTM's sequential stabiliser (Beck et al. 2024, eqs. 15-17) on the scaled state.
+        c, n, m, f_sum = (np.asarray(leaf) for leaf in carry)
+        kv, k, log_i, log_f = (np.asarray(leaf) for leaf in elems)
+        refs = []
+        for t in range(T):
+            r = s[t][:, None]
+            c = np.where(r[..., None, None], 0.0, c)
+            n = np.where(r[..., None], 0.0, n)
+            m_prev = np.where(r, -np.inf, m)
+            f_sum = np.where(r, 0.0, f_sum)
+            m = np.maximum(log_f[t] + m_prev, log_i[t])
+            f_keep, i_keep = np.exp(log_f[t] + m_prev - m), np.exp(log_i[t] - m)
+            c = f_keep[..., None, None] * c + i_keep[..., None, None] * kv[t]
+            n = f_keep[..., None] * n + i_keep[..., None] * k[t]
+            f_sum = f_sum + log_f[t]
+            refs.append((c, n, m, f_sum))
+        ref = tuple(np.stack([r[j] for r in refs]) for j in range(4))
+        _close(got, ref, what="mlstm stabilised states")
     else:
         decay, u = np.asarray(elems[0]), np.asarray(elems[1])
         if name == "lru":

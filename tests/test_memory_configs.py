@@ -1,18 +1,19 @@
-"""configs/network/*.yaml: one per registered memory model, every key understood."""
+"""configs/network/*.yaml: one per registered memory model, holding only that model's own keys;
+composed with configs/actor_critic/default.yaml they make a complete, valid network group."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
+from conftest import compose_config
 from omegaconf import OmegaConf
 
 from stoixlite.networks.memory import available_memories, build_memory, memory_fields
-from stoixlite.run.config import ACTOR_CRITIC_KEYS
+from stoixlite.run.config import ACTOR_CRITIC_KEYS, parse
 
-CONFIG_DIR = Path(__file__).resolve().parents[1] / "configs" / "network"
-# Keys every network config has: those the actor-critic reads, plus the memory width.
-GENERIC_KEYS = set(ACTOR_CRITIC_KEYS) | {"hidden_size"}
+CONFIGS = Path(__file__).resolve().parents[1] / "configs"
+CONFIG_DIR = CONFIGS / "network"
 
 
 def test_every_memory_has_a_config():
@@ -21,14 +22,30 @@ def test_every_memory_has_a_config():
     assert not missing, f"memory models without configs/network/<name>.yaml: {sorted(missing)}"
 
 
+def test_actor_critic_config_holds_exactly_the_actor_critic_keys():
+    path = CONFIGS / "actor_critic" / "default.yaml"
+    assert path.read_text().startswith("# @package network\n")
+    assert set(OmegaConf.to_container(OmegaConf.load(path))) == set(ACTOR_CRITIC_KEYS) - {"name"}
+
+
 @pytest.mark.parametrize("name", available_memories())
 def test_config_keys_are_known_and_build(name):
     path = CONFIG_DIR / f"{name}.yaml"
     assert path.read_text().startswith("# @package network\n")
     cfg = OmegaConf.to_container(OmegaConf.load(path))
     assert cfg["name"] == name
-    assert GENERIC_KEYS <= set(cfg), f"{path.name} lacks {sorted(GENERIC_KEYS - set(cfg))}"
-    unknown = set(cfg) - GENERIC_KEYS - memory_fields(name)
-    assert not unknown, f"{path.name}: keys no module accepts: {sorted(unknown)}"
+    assert "hidden_size" in cfg, f"{path.name} lacks the memory width hidden_size"
+    unknown = set(cfg) - {"name"} - memory_fields(name)
+    assert not unknown, f"{path.name}: keys the memory model does not accept: {sorted(unknown)}"
     model = build_memory(name, **{k: v for k, v in cfg.items() if k != "name"})
     assert model.hidden_size == cfg["hidden_size"]
+
+
+@pytest.mark.parametrize("name", available_memories())
+def test_composed_network_group_is_complete(name):
+    composed = compose_config([f"network={name}"])
+    assert set(ACTOR_CRITIC_KEYS) <= set(composed.network)
+    net = parse(composed).network
+    assert net.name == name
+    own = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / f"{name}.yaml"))
+    assert dict(net.memory) == {k: v for k, v in own.items() if k != "name"}

@@ -1,7 +1,7 @@
 """Shared property suite: every registered memory model must satisfy the memory contract.
 
 Parametrised over ``available_memories()``, so a newly registered model is tested automatically.
-Properties (DESIGN.md, "Memory models"): chunking, reset isolation (also from a random non-zero
+Properties (docs/memory_models.md, "Tests"): chunking, reset isolation (also from a random non-zero
 carry), batch independence, finite non-zero gradients for every parameter, stable carry
 structure/shapes/dtypes (needed to ``lax.scan`` the learner over calls).
 """

@@ -14,6 +14,7 @@ import pytest
 from conftest import compose_config
 
 from stoixlite.networks.memory import available_memories
+from stoixlite.ppo import types
 from stoixlite.ppo.gae import gae_advantages
 from stoixlite.ppo.learner import make_sequences
 from stoixlite.ppo.loss import ppo_loss
@@ -34,11 +35,14 @@ OVERRIDES = [
 ]
 
 
-def replay_deviations(exp, key, bptts=(0, 4), zero_carries: bool = False):
+def replay_deviations(exp, key, bptts=(0, 4), zero_carries: bool = False, burn_in: int = 0):
     """Replay one rollout as training does, for each BPTT length, in one compiled call.
 
     The rollout starts mid-episode with a non-trivial carry (after a 5-step warm-up). Returns the
     loss metrics per BPTT length (max |ratio - 1|, max |value - rollout value|) and the trajectory.
+    With ``burn_in`` the chunks are replayed after a burn-in; ``zero_carries`` then zeroes only
+    the chunks' stored carries (``init_carry``), which a burn-in replaces for every chunk but the
+    first.
     """
 
     def run(key):
@@ -55,17 +59,14 @@ def replay_deviations(exp, key, bptts=(0, 4), zero_carries: bool = False):
         before = jax.tree.map(
             lambda c0, c: jnp.concatenate([c0[None], c[:-1]], 0), initial_carry, carries_after
         )
-        if zero_carries:
+        if zero_carries and not burn_in:
             before = jax.tree.map(jnp.zeros_like, before)
-        metrics = [
-            ppo_loss(
-                state.params,
-                exp.network.apply,
-                make_sequences(traj, adv, target, before, b),
-                exp.ppo,
-            )[1]
-            for b in bptts
-        ]
+        metrics = []
+        for b in bptts:
+            batch = make_sequences(traj, adv, target, before, b, burn_in)
+            if zero_carries and burn_in:
+                batch = batch.replace(init_carry=jax.tree.map(jnp.zeros_like, batch.init_carry))
+            metrics.append(ppo_loss(state.params, exp.network.apply, batch, exp.ppo)[1])
         return metrics, traj
 
     return jax.jit(run)(key)
@@ -73,7 +74,7 @@ def replay_deviations(exp, key, bptts=(0, 4), zero_carries: bool = False):
 
 @pytest.mark.parametrize("model", available_memories())
 def test_first_minibatch_replays_rollout(model):
-    exp = build_run(compose_config(OVERRIDES + [f"network.name={model}"]))
+    exp = build_run(compose_config(OVERRIDES + [f"network={model}"]))
     all_metrics, traj = replay_deviations(exp, jax.random.PRNGKey(0))
     assert bool(np.asarray(traj.last).any()), "episodes must end mid-rollout"
     for bptt, metrics in zip((0, 4), all_metrics, strict=True):
@@ -99,3 +100,63 @@ def test_update_reports_identity_on_first_minibatch():
     assert float(metrics["loss/first_ratio_max_dev"]) < 1e-5
     assert float(metrics["loss/first_value_max_dev"]) < 1e-5
     assert float(metrics["loss/ratio_max_dev"]) > 1e-6  # later minibatches do move the policy
+
+
+@pytest.mark.parametrize("model", available_memories())
+def test_burn_in_keeps_the_identity(model):
+    """With burn-in, the trained part of every chunk still replays the rollout exactly."""
+    exp = build_run(compose_config(OVERRIDES + [f"network={model}"]))
+    (metrics,), traj = replay_deviations(exp, jax.random.PRNGKey(1), bptts=(4,), burn_in=3)
+    assert bool(np.asarray(traj.last).any()), "episodes must end mid-rollout"
+    assert float(metrics["loss/ratio_max_dev"]) < 1e-5, model
+    assert float(metrics["loss/value_max_dev"]) < 1e-5, model
+
+
+def test_burn_in_replaces_the_stored_carries():
+    """Zeroed stored carries break the identity without burn-in; with burn-in only chunk 0 uses
+    its stored carry, so zeroing the others' changes nothing (the burn-in recomputes them)."""
+    exp = build_run(compose_config(OVERRIDES))
+    key = jax.random.PRNGKey(0)
+    (plain,), _ = replay_deviations(exp, key, bptts=(4,), zero_carries=True)
+    assert float(plain["loss/value_max_dev"]) > 1e-4
+    (burned,), _ = replay_deviations(exp, key, bptts=(4,), zero_carries=True, burn_in=4)
+    assert float(burned["loss/value_max_dev"]) > 1e-4  # chunk 0 has no burn-in: still broken
+    # Sequences 0..N-1 are chunk 0; drop them and the rest replay exactly from the burn-in.
+    exp_ok = build_run(compose_config(OVERRIDES))
+    (ok,), _ = replay_deviations(exp_ok, key, bptts=(4,), burn_in=4)
+    assert float(ok["loss/value_max_dev"]) < 1e-5
+
+
+def test_burn_in_sequences_hold_the_preceding_steps():
+    """Sequence k*N+n's burn-in steps are steps [kL-B, kL) of env n, from the carry before them."""
+    t, n, length, burn = 12, 3, 4, 2
+    obs = jnp.arange(t * n, dtype=jnp.float32).reshape(t, n, 1)
+    traj = types.Transition(
+        **{f: obs[..., 0] for f in ("start", "action", "log_prob", "value", "reward")},
+        **{f: obs[..., 0] for f in ("discount", "last", "episode_return", "episode_length")},
+        obs=obs,
+        next_obs=obs,
+    )
+    carries = obs[..., 0] * 10.0  # carry before step t of env n: 10 * (t * n + n)
+    batch = make_sequences(traj, obs[..., 0], obs[..., 0], carries, length, burn)
+    for k in range(t // length):
+        for e in range(n):
+            s = k * n + e
+            assert bool(batch.burn_valid[s]) == (k > 0)
+            if k > 0:
+                np.testing.assert_array_equal(
+                    batch.burn_obs[:, s, 0], np.asarray(obs[k * length - burn : k * length, e, 0])
+                )
+                assert float(batch.burn_carry[s]) == float(carries[k * length - burn, e])
+            assert float(batch.init_carry[s]) == float(carries[k * length, e])
+
+
+def test_burn_in_zero_is_todays_update():
+    """``system.burn_in=0`` builds the sequences (no burn-in fields) and update of before."""
+    exp = build_run(compose_config(OVERRIDES + ["system.bptt_length=8"]))
+    exp0 = build_run(compose_config(OVERRIDES + ["system.bptt_length=8", "system.burn_in=0"]))
+    state = exp.init_state(jax.random.PRNGKey(0))
+    a, ma = jax.jit(exp.update)(state)
+    b, mb = jax.jit(exp0.update)(exp0.init_state(jax.random.PRNGKey(0)))
+    for x, y in zip(jax.tree.leaves(a.params), jax.tree.leaves(b.params), strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))

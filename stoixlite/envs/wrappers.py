@@ -93,20 +93,25 @@ def _action_width(space: Space) -> int:
 
 
 class ObsAugmentWrapper(Wrapper):
-    """Appends the previous action and an is-first flag to the observation (POPGym baselines).
+    """Appends the previous action and an is-first flag to the observation (POPGym baselines),
+    and optionally the previous reward.
 
-    Observation ``[D]`` becomes ``[D + A + 1]`` (float32)::
+    Observation ``[D]`` becomes ``[D + A + 1]`` (float32), or ``[D + A + 2]`` with
+    ``prev_reward=True``::
 
-        concat(obs.reshape(-1), prev_action_encoding [A], is_first [1])
+        concat(obs.reshape(-1), prev_action_encoding [A], (prev_reward [1],) is_first [1])
 
     where the previous-action encoding is ``one_hot(action, n)`` for ``Discrete(n)`` (A = n) and the
-    flattened action vector for ``Box`` (A = prod(shape)). After ``reset`` the previous action is
-    zeros and is_first = 1.0; after ``step(state, a)`` it encodes ``a`` and is_first = 0.0.
-    Place this wrapper *below* :class:`AutoResetWrapper` (see :func:`wrap_env`).
+    flattened action vector for ``Box`` (A = prod(shape)). After ``reset`` the previous action (and
+    reward) are zeros and is_first = 1.0; after ``step(state, a)`` they encode ``a`` (and the
+    step's reward) and is_first = 0.0. The previous reward is off by default (POPGym does not use
+    it; RL^2-style agents do). Place this wrapper *below* :class:`AutoResetWrapper` (see
+    :func:`wrap_env`).
     """
 
-    def __init__(self, env: Environment):
+    def __init__(self, env: Environment, prev_reward: bool = False):
         super().__init__(env)
+        self._prev_reward = bool(prev_reward)
         obs_space = env.observation_space
         obs_dim = int(np.prod(obs_space.shape, dtype=np.int64))
         self._obs_dim = obs_dim
@@ -121,12 +126,13 @@ class ObsAugmentWrapper(Wrapper):
             # Zero (the reset value) must be inside the bounds.
             act_low = np.minimum(_flat_bounds(space.low, self._act_dim, tuple(space.shape)), 0.0)
             act_high = np.maximum(_flat_bounds(space.high, self._act_dim, tuple(space.shape)), 0.0)
-        low = np.concatenate([obs_low, act_low, [0.0]])
-        high = np.concatenate([obs_high, act_high, [1.0]])
+        rew_low, rew_high = ([-np.inf], [np.inf]) if self._prev_reward else ([], [])
+        low = np.concatenate([obs_low, act_low, rew_low, [0.0]])
+        high = np.concatenate([obs_high, act_high, rew_high, [1.0]])
         self.observation_space = Box(
             low=tuple(float(x) for x in low),
             high=tuple(float(x) for x in high),
-            shape=(obs_dim + self._act_dim + 1,),
+            shape=(len(low),),
             dtype=jnp.float32,
         )
 
@@ -135,23 +141,28 @@ class ObsAugmentWrapper(Wrapper):
             return jax.nn.one_hot(action, self.action_space.n, dtype=jnp.float32)
         return jnp.asarray(action, jnp.float32).reshape(-1)
 
-    def _augment(self, obs: jax.Array, prev_action: jax.Array, is_first: float) -> jax.Array:
+    def _augment(
+        self, obs: jax.Array, prev_action: jax.Array, prev_reward: jax.Array, is_first: float
+    ) -> jax.Array:
+        reward = [jnp.asarray(prev_reward, jnp.float32).reshape(1)] if self._prev_reward else []
         return jnp.concatenate(
             [
                 jnp.asarray(obs, jnp.float32).reshape(-1),
                 prev_action,
+                *reward,
                 jnp.full((1,), is_first, jnp.float32),
             ]
         )
 
     def reset(self, key: jax.Array) -> tuple[ObsAugmentState, TimeStep]:
         env_state, ts = self._env.reset(key)
-        obs = self._augment(ts.observation, jnp.zeros((self._act_dim,), jnp.float32), 1.0)
+        zero_action = jnp.zeros((self._act_dim,), jnp.float32)
+        obs = self._augment(ts.observation, zero_action, jnp.zeros(()), 1.0)
         return ObsAugmentState(env_state), ts.replace(observation=obs)
 
     def step(self, state: ObsAugmentState, action: jax.Array) -> tuple[ObsAugmentState, TimeStep]:
         env_state, ts = self._env.step(state.env_state, action)
-        obs = self._augment(ts.observation, self._encode_action(action), 0.0)
+        obs = self._augment(ts.observation, self._encode_action(action), ts.reward, 0.0)
         return ObsAugmentState(env_state), ts.replace(observation=obs)
 
 
@@ -167,7 +178,7 @@ class AutoResetState:
 
 
 class AutoResetWrapper(Wrapper):
-    """dm_env-style auto-reset (see DESIGN.md, Environments).
+    """dm_env-style auto-reset (see docs/architecture.md, Environments).
 
     On a step whose inner timestep is LAST the returned timestep keeps ``step_type`` LAST and the
     final transition's ``reward`` and ``discount``, but its ``observation`` is the first
@@ -311,8 +322,16 @@ class VmapWrapper(Wrapper):
         return jax.vmap(self._env.step, axis_name=self.axis_name)(state, action)
 
 
-def wrap_env(env: Environment, *, obs_augment: bool, batch_axis: str | None = None) -> Environment:
+def wrap_env(
+    env: Environment,
+    *,
+    obs_augment: bool,
+    batch_axis: str | None = None,
+    obs_prev_reward: bool = False,
+) -> Environment:
     """The standard (unbatched) stack: raw -> ObsAugment (optional) -> AutoReset -> EpisodeStats.
+
+    ``obs_prev_reward`` (only with ``obs_augment``) adds the previous reward to the augmentation.
 
     On an auto-reset step the returned observation is the augmented first observation of the new
     episode (is_first = 1, zero previous action) and ``extras["next_obs"]`` is the augmented true
@@ -320,12 +339,19 @@ def wrap_env(env: Environment, *, obs_augment: bool, batch_axis: str | None = No
     is ``ENV_AXIS`` unless named otherwise; ``batch_axis`` must name it, see
     :class:`AutoResetWrapper`), or use :func:`make_batched_env`.
     """
+    if obs_prev_reward and not obs_augment:
+        raise ValueError("obs_prev_reward requires obs_augment")
     if obs_augment:
-        env = ObsAugmentWrapper(env)
+        env = ObsAugmentWrapper(env, prev_reward=obs_prev_reward)
     env = AutoResetWrapper(env, batch_axis=batch_axis)
     return EpisodeStatsWrapper(env)
 
 
-def make_batched_env(env: Environment, num_envs: int, *, obs_augment: bool) -> VmapWrapper:
+def make_batched_env(
+    env: Environment, num_envs: int, *, obs_augment: bool, obs_prev_reward: bool = False
+) -> VmapWrapper:
     """:func:`wrap_env` vmapped over ``num_envs`` copies, resets computed only when needed."""
-    return VmapWrapper(wrap_env(env, obs_augment=obs_augment, batch_axis=ENV_AXIS), num_envs)
+    stack = wrap_env(
+        env, obs_augment=obs_augment, batch_axis=ENV_AXIS, obs_prev_reward=obs_prev_reward
+    )
+    return VmapWrapper(stack, num_envs)

@@ -48,6 +48,64 @@ class MLP(nn.Module):
         return x
 
 
+class SetEncoder(nn.Module):
+    """Permutation-invariant encoder of a set observation (``network.encoder=set``).
+
+    ``obs [..., D]`` holds the set block ``[capacity * (item_width + 1)]`` (each slot's features,
+    then its validity flag; layout ``set_layout = (capacity, item_width)``, see
+    :mod:`stoixlite.envs.sets`) followed by any extra features (e.g. ``obs_augment``'s previous
+    action and is-first flag). Each item goes through the MLP ``phi`` (``layers`` x ``size``);
+    the valid items are pooled
+
+    * ``deepsets`` (Zaheer et al. 2017, "Deep Sets"): ``sum_i valid_i phi(x_i)``;
+    * ``attention`` (attention pooling with a learned query per head, as the pooling by
+      multi-head attention of Lee et al. 2019, "Set Transformer"): per head
+      ``sum_i softmax_i(q . phi(x_i) / sqrt(d)) phi(x_i)`` over the valid items (zeros for an
+      empty set);
+
+    then ``rho``: one Dense + activation on ``[pooled, extra]`` -> ``[..., size]``. The output
+    depends neither on the order of the slots nor on the features of invalid slots.
+    """
+
+    set_layout: tuple[int, int]
+    size: int
+    layers: int
+    activation: str = "relu"
+    pooling: str = "deepsets"
+    num_heads: int = 4  # attention pooling (SET_POOLING_HEADS in the actor-critic)
+
+    @nn.compact
+    def __call__(self, obs: jax.Array) -> jax.Array:
+        capacity, width = self.set_layout
+        block = capacity * (width + 1)
+        slots = obs[..., :block].reshape(*obs.shape[:-1], capacity, width + 1)
+        valid = slots[..., -1:] > 0.5  # [..., C, 1]
+        phi = MLP(self.size, max(self.layers, 1), self.activation, name="phi")(slots[..., :-1])
+        phi = jnp.where(valid, phi, 0.0)
+        if self.pooling == "deepsets":
+            pooled = jnp.sum(phi, axis=-2)
+        elif self.pooling == "attention":
+            heads = phi.reshape(*phi.shape[:-1], self.num_heads, self.size // self.num_heads)
+            query = self.param("query", nn.initializers.normal(1.0), heads.shape[-2:])
+            scores = jnp.einsum("...chd,hd->...ch", heads, query) / jnp.sqrt(heads.shape[-1])
+            scores = jnp.where(valid, scores, -jnp.inf)
+            any_valid = jnp.any(valid, axis=-2, keepdims=True)  # [..., 1, 1]
+            probs = jax.nn.softmax(jnp.where(any_valid, scores, 0.0), axis=-2)
+            probs = jnp.where(valid, probs, 0.0)
+            pooled = jnp.einsum("...ch,...chd->...hd", probs, heads).reshape(*phi.shape[:-2], -1)
+        else:
+            raise ValueError(f"unknown set pooling {self.pooling!r}; choose deepsets | attention")
+        rest = obs[..., block:]
+        return MLP(self.size, 1, self.activation, name="rho")(
+            jnp.concatenate([pooled, rest], axis=-1)
+        )
+
+
+ENCODERS = ("mlp", "set")
+SET_POOLINGS = ("deepsets", "attention")
+SET_POOLING_HEADS = 4  # heads of attention pooling; network.embed_size must be a multiple
+
+
 class CategoricalHead(nn.Module):
     """Linear layer to ``num_actions`` logits (orthogonal 0.01 init, as in PPO implementations)."""
 
@@ -93,16 +151,36 @@ def policy_head(action_space: Space) -> nn.Module:
 
 
 class MemoryTower(nn.Module):
-    """encoder MLP -> memory: ``(carry, obs [T,B,F], start [T,B]) -> (carry, y [T,B,H])``."""
+    """encoder -> memory: ``(carry, obs [T,B,F], start [T,B]) -> (carry, y [T,B,H])``.
+
+    The encoder is an MLP, or the :class:`SetEncoder` (``encoder_type="set"``, needs
+    ``set_layout``).
+    """
 
     memory_name: str
     memory_kwargs: dict[str, Any]
     embed_size: int
     encoder_layers: int
     activation: str
+    encoder_type: str = "mlp"
+    set_layout: tuple[int, int] | None = None
+    set_pooling: str = "deepsets"
 
     def setup(self) -> None:
-        self.encoder = MLP(self.embed_size, self.encoder_layers, self.activation)
+        if self.encoder_type == "set":
+            if self.set_layout is None:
+                raise ValueError("encoder='set' needs an environment with a set observation")
+            self.encoder = SetEncoder(
+                tuple(self.set_layout),
+                self.embed_size,
+                self.encoder_layers,
+                self.activation,
+                self.set_pooling,
+            )
+        elif self.encoder_type == "mlp":
+            self.encoder = MLP(self.embed_size, self.encoder_layers, self.activation)
+        else:
+            raise ValueError(f"unknown encoder {self.encoder_type!r}; choose one of {ENCODERS}")
         self.memory = build_memory(self.memory_name, **self.memory_kwargs)
 
     def __call__(self, carry: Any, obs: jax.Array, start: jax.Array) -> tuple[Any, jax.Array]:
@@ -129,6 +207,9 @@ class ActorCritic(nn.Module):
     head_layers: int = 1
     activation: str = "relu"
     shared_memory: bool = True
+    encoder_type: str = "mlp"
+    set_layout: tuple[int, int] | None = None
+    set_pooling: str = "deepsets"
 
     def _tower(self, **kwargs: Any) -> MemoryTower:
         return MemoryTower(
@@ -137,6 +218,9 @@ class ActorCritic(nn.Module):
             self.embed_size,
             self.encoder_layers,
             self.activation,
+            self.encoder_type,
+            self.set_layout,
+            self.set_pooling,
             **kwargs,
         )
 

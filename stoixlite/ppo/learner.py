@@ -35,13 +35,22 @@ def make_optimizer(cfg: PPOConfig) -> optax.GradientTransformation:
 
 
 def make_sequences(
-    traj: Transition, advantage: jax.Array, target: jax.Array, carries_before: Any, bptt: int
+    traj: Transition,
+    advantage: jax.Array,
+    target: jax.Array,
+    carries_before: Any,
+    bptt: int,
+    burn_in: int = 0,
 ) -> SequenceBatch:
     """Cut ``[T, N]`` data into ``[L, S]`` training sequences with their initial carries.
 
     ``carries_before[t]`` is the carry before step t. With ``bptt = 0`` (or T), L = T and S = N.
     Otherwise L = bptt, S = (T / L) * N, and sequence ``k * N + n`` covers steps
     ``[k L, (k+1) L)`` of env n, starting from ``carries_before[k L, n]``.
+
+    ``burn_in = B`` (``0 < B <= L``, chunks only) adds each chunk's preceding steps
+    ``[k L - B, k L)`` and the carry before them; chunk 0 has none (``burn_valid`` false, its
+    placeholder steps are never used).
     """
     t, n = traj.reward.shape
     length = t if bptt in (0, t) else bptt
@@ -51,9 +60,25 @@ def make_sequences(
         x = x.reshape((chunks, length, n) + x.shape[2:])
         return jnp.swapaxes(x, 0, 1).reshape((length, chunks * n) + x.shape[3:])
 
-    init_carry = jax.tree.map(
-        lambda c: c[::length].reshape((chunks * n,) + c.shape[2:]), carries_before
-    )
+    def per_sequence(c: jax.Array, steps: jax.Array) -> jax.Array:  # [T, N, ...] -> [S, ...]
+        return c[steps].reshape((chunks * n,) + c.shape[2:])
+
+    chunk_starts = jnp.arange(chunks) * length
+    init_carry = jax.tree.map(lambda c: per_sequence(c, chunk_starts), carries_before)
+    burn = {}
+    if burn_in > 0:
+        burn_starts = jnp.maximum(chunk_starts - burn_in, 0)  # [chunks]
+        steps = burn_starts[None, :] + jnp.arange(burn_in)[:, None]  # [B, chunks]
+
+        def burn_steps(x: jax.Array) -> jax.Array:  # [T, N, ...] -> [B, S, ...]
+            return x[steps].reshape((burn_in, chunks * n) + x.shape[2:])
+
+        burn = {
+            "burn_obs": burn_steps(traj.obs),
+            "burn_start": burn_steps(traj.start),
+            "burn_carry": jax.tree.map(lambda c: per_sequence(c, burn_starts), carries_before),
+            "burn_valid": jnp.repeat(chunk_starts >= burn_in, n),
+        }
     return SequenceBatch(
         obs=chunk(traj.obs),
         start=chunk(traj.start),
@@ -63,6 +88,7 @@ def make_sequences(
         advantage=chunk(advantage),
         target=chunk(target),
         init_carry=init_carry,
+        **burn,
     )
 
 
@@ -79,8 +105,12 @@ def split_minibatches(batch: SequenceBatch, perm: jax.Array, num_minibatches: in
         x = jnp.take(x, perm, axis=0)
         return x.reshape((m, x.shape[0] // m) + x.shape[1:])
 
-    fields = {k: time_major(v) for k, v in vars(batch).items() if k != "init_carry"}
-    return SequenceBatch(**fields, init_carry=jax.tree.map(batch_major, batch.init_carry))
+    batch_major_fields = ("init_carry", "burn_carry", "burn_valid")
+    fields = {
+        k: jax.tree.map(batch_major if k in batch_major_fields else time_major, v)
+        for k, v in vars(batch).items()
+    }
+    return SequenceBatch(**fields)
 
 
 def episode_metrics(traj: Transition) -> dict[str, jax.Array]:
@@ -128,7 +158,9 @@ def make_update(
         carries_before = jax.tree.map(
             lambda c0, c: jnp.concatenate([c0[None], c[:-1]], axis=0), initial_carry, carries_after
         )
-        sequences = make_sequences(traj, advantage, target, carries_before, cfg.bptt_length)
+        sequences = make_sequences(
+            traj, advantage, target, carries_before, cfg.bptt_length, cfg.burn_in
+        )
         num_sequences = sequences.start.shape[1]
 
         def minibatch_step(carry: tuple, batch: SequenceBatch) -> tuple[tuple, dict]:

@@ -14,7 +14,15 @@ from stoixlite.ppo.types import PPOConfig
 
 @struct.dataclass
 class SequenceBatch:
-    """Training sequences, time-major ``[L, S, ...]``, each starting at ``init_carry [S, ...]``."""
+    """Training sequences, time-major ``[L, S, ...]``, each starting at ``init_carry [S, ...]``.
+
+    With burn-in (``B > 0`` steps, R2D2-style), each sequence also carries the ``B`` steps that
+    precede it in the rollout (``burn_obs [B, S, F]``, ``burn_start [B, S]``) and the rollout's
+    carry before them (``burn_carry [S, ...]``). The loss replays them with the current
+    parameters and no gradient and starts the trained part from the result, instead of from the
+    stored ``init_carry``, where ``burn_valid [S]`` (false for a rollout's first chunk, which has no
+    earlier steps). Without burn-in these fields are ``None``.
+    """
 
     obs: jax.Array
     start: jax.Array
@@ -24,6 +32,24 @@ class SequenceBatch:
     advantage: jax.Array
     target: jax.Array  # GAE return (value target)
     init_carry: Any
+    burn_obs: jax.Array | None = None
+    burn_start: jax.Array | None = None
+    burn_carry: Any = None
+    burn_valid: jax.Array | None = None
+
+
+def burned_in_carry(params: Any, apply_fn: ApplyFn, batch: SequenceBatch) -> Any:
+    """The carry the trained part of each sequence starts from (see :class:`SequenceBatch`)."""
+    if batch.burn_obs is None:
+        return batch.init_carry
+    carry, _ = apply_fn(params, batch.burn_carry, batch.burn_obs, batch.burn_start)
+    carry = jax.lax.stop_gradient(carry)
+
+    def select(burned: jax.Array, stored: jax.Array) -> jax.Array:
+        valid = batch.burn_valid.reshape(batch.burn_valid.shape + (1,) * (stored.ndim - 1))
+        return jnp.where(valid, burned, stored)
+
+    return jax.tree.map(select, carry, batch.init_carry)
 
 
 def ppo_loss(
@@ -31,10 +57,12 @@ def ppo_loss(
 ) -> tuple[jax.Array, dict[str, jax.Array]]:
     """Clipped surrogate + (optionally clipped) value loss - entropy bonus.
 
-    Replays the sequences from the rollout's carries, so on the first minibatch of the first epoch
-    the replayed log-probs equal the behaviour log-probs (``ratio_max_dev`` ~ 0).
+    Replays the sequences from the rollout's carries (after the optional burn-in), so on the first
+    minibatch of the first epoch the replayed log-probs equal the behaviour log-probs
+    (``ratio_max_dev`` ~ 0).
     """
-    _, (dist, value) = apply_fn(params, batch.init_carry, batch.obs, batch.start)
+    init_carry = burned_in_carry(params, apply_fn, batch)
+    _, (dist, value) = apply_fn(params, init_carry, batch.obs, batch.start)
     log_prob = dist.log_prob(batch.action)
     log_ratio = log_prob - batch.log_prob
     ratio = jnp.exp(log_ratio)

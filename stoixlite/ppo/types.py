@@ -68,3 +68,4 @@ class PPOConfig:
     normalize_advantages: bool
     num_updates: int  # total updates of the run (for LR annealing)
     updates_per_chunk: int
+    burn_in: int = 0  # steps replayed without gradient before each BPTT chunk (R2D2 burn-in)

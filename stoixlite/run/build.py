@@ -39,9 +39,12 @@ Metrics = dict[str, jax.Array]
 
 def make_env_stack(env_cfg: EnvConfig, num_envs: int) -> Environment:
     """The vmapped, auto-resetting env stack for ``num_envs`` copies of ``env_cfg.name``."""
-    kwargs = {} if env_cfg.difficulty is None else {"difficulty": env_cfg.difficulty}
-    env = make(env_cfg.name, **kwargs)
-    return make_batched_env(env, num_envs, obs_augment=env_cfg.obs_augment)
+    return make_batched_env(
+        make(env_cfg.name, **env_cfg.factory_kwargs),
+        num_envs,
+        obs_augment=env_cfg.obs_augment,
+        obs_prev_reward=env_cfg.obs_prev_reward,
+    )
 
 
 def make_network(net: NetworkConfig, env: Environment) -> ActorCritic:
@@ -56,6 +59,9 @@ def make_network(net: NetworkConfig, env: Environment) -> ActorCritic:
         head_layers=net.head_layers,
         activation=net.activation,
         shared_memory=net.shared_memory,
+        encoder_type=net.encoder,
+        set_layout=getattr(env.unwrapped, "set_layout", None),
+        set_pooling=net.set_pooling,
     )
 
 

@@ -12,19 +12,22 @@ compiles, one line per error (:class:`ConfigError`), each
   refuse fractions (``arch.seed=1.5``);
 * an unknown key (also a ``+key`` override) is an error naming the nearest valid key;
 * allowed values come from their owners (the env and memory registries, the activation table,
-  the scan strategies, the W&B modes), never from a list kept here.
+  the scan strategies), never from a list kept here; the W&B modes are declared here, with
+  :class:`WandbConfig`.
 
 Adding a key is one line in one dataclass: a typed field, with :func:`rule` for its constraint
 and a default when configs written before the key existed should still parse (e.g.
-``burn_in: int = rule(AT_LEAST_0, default=0)`` in :class:`SystemConfig`). The ``network`` group
-is flat in YAML: the actor-critic's keys are the fields of :class:`NetworkConfig`, every other key
-belongs to the memory model and is typed by that model's own dataclass fields.
+``burn_in: int = rule(NON_NEGATIVE_INT, default=0)`` in :class:`SystemConfig`). The ``network``
+group is flat in YAML: the actor-critic's keys are the fields of :class:`NetworkConfig`, every
+other key belongs to the memory model and is typed by that model's own dataclass fields.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
+import inspect
 import math
 import types
 import typing
@@ -104,16 +107,22 @@ def _activations() -> list[str]:
     return list(ACTIVATIONS)
 
 
+def _encoders() -> list[str]:
+    from stoixlite.networks.actor_critic import ENCODERS
+
+    return list(ENCODERS)
+
+
+def _set_poolings() -> list[str]:
+    from stoixlite.networks.actor_critic import SET_POOLINGS
+
+    return list(SET_POOLINGS)
+
+
 def _scan_strategies() -> list[str]:
     from stoixlite.networks.memory.scan import STRATEGIES
 
     return list(STRATEGIES)
-
-
-def _wandb_modes() -> list[str]:
-    from stoixlite.tracking.wandb_logger import MODES
-
-    return list(MODES)
 
 
 # --------------------------------------------------------------------------------------------
@@ -163,12 +172,15 @@ class SystemConfig:
     adam_eps: float = rule(POSITIVE)
     normalize_advantages: bool
     rollout_unroll: int = rule(POSITIVE_INT, default=1)
+    burn_in: int = rule(NON_NEGATIVE_INT, default=0)  # R2D2 burn-in before each BPTT chunk
 
 
 @dataclass(frozen=True, kw_only=True)
 class NetworkConfig:
-    """The actor-critic (``configs/network``): its own keys, plus ``memory``, the memory model's
-    keyword arguments (every other key of the group, typed by the model's dataclass fields)."""
+    """The ``network`` group: the actor-critic's keys (``configs/actor_critic/default.yaml``) and
+    ``name``, plus ``memory``, the memory model's keyword arguments (the keys of
+    ``configs/network/<name>.yaml`` and any other key of the group, typed by the model's dataclass
+    fields)."""
 
     name: str = rule(choice(_memory_names))
     embed_size: int = rule(POSITIVE_INT)
@@ -177,23 +189,42 @@ class NetworkConfig:
     head_layers: int = rule(NON_NEGATIVE_INT)
     activation: str = rule(choice(_activations))
     shared_memory: bool
+    encoder: str = rule(choice(_encoders), default="mlp")  # set: for envs with a set_layout
+    set_pooling: str = rule(choice(_set_poolings), default="deepsets")  # of the set encoder
     memory: Mapping[str, Any] = field(default_factory=dict)
 
 
 # Keys of the `network` group read by the actor-critic; every other key is the memory model's.
 ACTOR_CRITIC_KEYS = tuple(f.name for f in dataclasses.fields(NetworkConfig) if f.name != "memory")
 # Memory keys checked beyond their type (every model has a width).
-_MEMORY_RULES = {"hidden_size": POSITIVE_INT, "scan": choice(_scan_strategies)}
+_MEMORY_RULES = {
+    "hidden_size": POSITIVE_INT,
+    "scan": choice(_scan_strategies),
+    "chrono_period": NON_NEGATIVE,
+}
 
 
 @dataclass(frozen=True, kw_only=True)
 class EnvConfig:
-    """The environment (``configs/env``): a registered name and, for envs with difficulty levels,
-    the level."""
+    """The environment (``configs/env``): a registered name, for envs with difficulty levels the
+    level, the observation augmentation, and ``kwargs``, further keyword arguments of the env's
+    factory (typed by its signature)."""
 
     name: str = rule(choice(_env_names))
     difficulty: str | None = None
     obs_augment: bool
+    obs_prev_reward: bool = False  # also append the previous reward (needs obs_augment)
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def factory_kwargs(self) -> dict[str, Any]:
+        """Keyword arguments of the env's factory: ``kwargs`` and, if set, ``difficulty``."""
+        level = {} if self.difficulty is None else {"difficulty": self.difficulty}
+        return {**self.kwargs, **level}
+
+
+# W&B modes (stoixlite.tracking.wandb_logger resolves "auto" to online or offline).
+WANDB_MODES = ("auto", "online", "offline", "disabled")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -205,7 +236,7 @@ class WandbConfig:
     group: str | None = None  # None: the Hydra sweep directory in a multirun
     tags: tuple[str, ...] = ()
     name: str | None = None  # None: the run name
-    mode: str = rule(choice(_wandb_modes), default="auto")
+    mode: str = rule(choice(lambda: WANDB_MODES), default="auto")
     init_timeout: float = rule(POSITIVE, default=15.0)
     dir: str | None = None
     per_seed: bool = True
@@ -438,8 +469,9 @@ def _optional_dataclass(tp: Any) -> type | None:
 
 def _memory_section(errors: _Errors, name: str, given: Mapping[str, Any]) -> dict[str, Any]:
     """The memory model's keyword arguments, typed by its dataclass fields."""
-    from stoixlite.networks.memory import memory_class, memory_fields
+    from stoixlite.networks.memory import memory_class, memory_config_errors, memory_fields
 
+    before = len(errors)
     cls = memory_class(name)
     accepted = memory_fields(name)
     hints = typing.get_type_hints(cls)
@@ -457,6 +489,9 @@ def _memory_section(errors: _Errors, name: str, given: Mapping[str, Any]) -> dic
         out[key] = _field_value(
             errors, f"network.{key}", hints.get(key, Any), value, _MEMORY_RULES.get(key)
         )
+    if len(errors) == before:
+        for key, value, allowed in memory_config_errors(name, out):
+            errors.add(f"network.{key}", value, allowed)
     return out
 
 
@@ -472,15 +507,69 @@ def _network(errors: _Errors, given: Any) -> NetworkConfig | None:
     return dataclasses.replace(net, memory=memory)
 
 
-def _check_env(errors: _Errors, env: EnvConfig) -> None:
+def _check_env(errors: _Errors, env: EnvConfig) -> EnvConfig:
+    """Checks of the env against its registration; returns it with ``kwargs`` typed by the
+    factory's signature."""
     from stoixlite.envs.registry import env_spec
 
-    levels = env_spec(env.name).difficulties
+    spec = env_spec(env.name)
+    levels = spec.difficulties
     if levels and env.difficulty not in levels:
         errors.add("env.difficulty", env.difficulty, f"choose one of {list(levels)}")
     elif not levels and env.difficulty is not None:
         errors.add(
             "env.difficulty", env.difficulty, f"{env.name} has no difficulty levels (use null)"
+        )
+    if env.obs_prev_reward and not env.obs_augment:
+        errors.add(
+            "env.obs_prev_reward",
+            True,
+            "requires env.obs_augment=true (the previous reward is part of the augmentation)",
+        )
+    params = _factory_params(spec.factory) if env.kwargs else {}
+    kwargs = {}
+    for key, value in env.kwargs.items():
+        if key not in params:
+            _unknown(errors, "env.kwargs.", str(key), value, list(params))
+            continue
+        kwargs[key] = _field_value(errors, f"env.kwargs.{key}", params[key], value, None)
+    return dataclasses.replace(env, kwargs=kwargs)
+
+
+def _factory_params(factory: Callable[..., Any]) -> dict[str, Any]:
+    """``{parameter: annotation}`` of an env factory (a function, class or partial) other than
+    ``difficulty``; ``Any`` where it has no annotation."""
+    target = factory.func if isinstance(factory, functools.partial) else factory
+    target = target.__init__ if inspect.isclass(target) else target
+    try:
+        hints = typing.get_type_hints(target)
+    except (NameError, TypeError):  # unresolvable annotations: untyped
+        hints = {}
+    names = inspect.signature(factory).parameters
+    return {name: hints.get(name, Any) for name in names if name not in ("difficulty", "self")}
+
+
+def _check_encoder(errors: _Errors, run: RunConfig) -> None:
+    """The set encoder needs an env with a set observation (``set_layout``); its attention
+    pooling needs ``embed_size`` divisible by the pooling heads."""
+    from stoixlite.envs.registry import make
+    from stoixlite.networks.actor_critic import SET_POOLING_HEADS
+
+    net = run.network
+    if net.encoder != "set":
+        return
+    if getattr(make(run.env.name, **run.env.factory_kwargs), "set_layout", None) is None:
+        errors.add(
+            "network.encoder",
+            net.encoder,
+            f"env {run.env.name} has no set observation (use mlp, or a set env: sets/card_table)",
+        )
+    if net.set_pooling == "attention" and net.embed_size % SET_POOLING_HEADS:
+        errors.add(
+            "network.set_pooling",
+            net.set_pooling,
+            f"attention pooling needs network.embed_size divisible by {SET_POOLING_HEADS}, "
+            f"got {net.embed_size}",
         )
 
 
@@ -500,6 +589,14 @@ def _check_budget(errors: _Errors, run: RunConfig) -> None:
             bptt,
             f"must be 0 (whole rollout) or a divisor of system.rollout_length="
             f"{system.rollout_length}",
+        )
+    rollout = system.rollout_length
+    if system.burn_in and not (0 < bptt < rollout and system.burn_in <= bptt):
+        errors.add(
+            "system.burn_in",
+            system.burn_in,
+            f"must be 0, or at most system.bptt_length={bptt} with 0 < bptt_length < "
+            f"system.rollout_length={rollout} (burn-in precedes BPTT chunks)",
         )
     if arch.total_timesteps // run.steps_per_update < arch.num_evaluations:
         errors.add(
@@ -571,11 +668,12 @@ def parse(cfg: DictConfig | Mapping[str, Any] | RunConfig) -> RunConfig:
     resume = given.get("resume")
     parts["resume"] = None if resume is None else str(resume)
     if parts["env"] is not None:
-        _check_env(errors, parts["env"])
+        parts["env"] = _check_env(errors, parts["env"])
     if errors:
         raise ConfigError(errors)
     run = RunConfig(**parts)
     _check_budget(errors, run)
+    _check_encoder(errors, run)
     if errors:
         raise ConfigError(errors)
     return run

@@ -23,15 +23,14 @@ import netrc
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import urlparse
 
-if TYPE_CHECKING:
-    from stoixlite.run.config import WandbConfig
+from stoixlite.run.config import WANDB_MODES as MODES
+from stoixlite.run.config import WandbConfig
 
 log = logging.getLogger(__name__)
 
-MODES = ("auto", "online", "offline", "disabled")
 STEP_METRIC = "env_step"
 RUN_ID_FILE = "wandb_run_id"
 

@@ -1,6 +1,6 @@
 """Memory models, one file each, discovered automatically.
 
-The memory contract (see docs/architecture.md and DESIGN.md). Every model is a flax linen module::
+The memory contract (see docs/memory_models.md). Every model is a flax linen module::
 
     initialize_carry(batch_size) -> carry            # episode-start state, leading batch axis
     __call__(carry, (x, start)) -> (carry, y)        # x [T, B, F], start [T, B] bool -> y [T, B, H]
@@ -11,7 +11,9 @@ is consumed. The returned carry is the state after step T-1. The carry may be an
 Adding a model: create ``stoixlite/networks/memory/<name>.py`` defining a module decorated with
 ``@register_memory("<name>")`` and ``configs/network/<name>.yaml``. Nothing else changes: the
 registry (:class:`stoixlite.registry.Registry`) imports every module of this package on first
-use.
+use. A model may define a classmethod ``config_errors(fields) -> [(key, value, allowed)]`` for
+settings its constructor cannot accept (heads that do not divide the width, ...): the config
+parser reports them before compiling.
 """
 
 from __future__ import annotations
@@ -52,6 +54,17 @@ def memory_fields(name: str) -> set[str]:
     """Constructor keyword names accepted by the model ``name`` (its dataclass fields)."""
     cls = memory_class(name)
     return {f.name for f in dataclasses.fields(cls) if f.init and f.name not in ("parent", "name")}
+
+
+def memory_config_errors(name: str, fields: dict[str, Any]) -> list[tuple[str, Any, str]]:
+    """Impossible settings of model ``name`` as ``(key, value, what is allowed)`` triples.
+
+    ``fields`` are the constructor keywords from the config (missing ones take the defaults).
+    A model declares its checks in an optional classmethod ``config_errors(fields)``; the config
+    parser (``stoixlite/run/config.py``) reports them before anything compiles.
+    """
+    check = getattr(memory_class(name), "config_errors", None)
+    return list(check(fields)) if check is not None else []
 
 
 def build_memory(name: str, **kwargs: Any) -> nn.Module:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 from flax.linen import initializers
@@ -50,18 +51,33 @@ def stacked_init(base: Initializer, num_blocks: int) -> Initializer:
     return init
 
 
+def gate_bias_init(blocks: tuple[str, ...], chrono_period: float) -> Initializer:
+    """Bias ``[k * H]`` of ``k`` fused gates named ``blocks``: zeros, or chrono init.
+
+    Chrono initialisation (Tallec and Ollivier 2018, "Can recurrent neural networks warp
+    time?", ICLR): with ``chrono_period = T > 1`` the keep gate's bias (block ``"keep"``) is
+    ``log(u)``, ``u ~ U(1, T - 1)``, so unit j starts with a retention time of about ``u_j``
+    steps instead of ~2, and the write gate (block ``"write"``, if any) gets ``-log(u)``.
+    ``chrono_period = 0`` gives zeros (the ``flax.linen`` cells' init).
+    """
+
+    def init(key: Array, shape: tuple[int, ...], dtype: Any = jnp.float32) -> Array:
+        bias = jnp.zeros(shape, dtype)
+        if chrono_period <= 0:
+            return bias
+        h = shape[0] // len(blocks)
+        u = jax.random.uniform(key, (h,), dtype, 1.0, max(chrono_period - 1.0, 1.0 + 1e-6))
+        for name, sign in (("keep", 1.0), ("write", -1.0)):
+            if name in blocks:
+                i = blocks.index(name)
+                bias = bias.at[i * h : (i + 1) * h].set(sign * jnp.log(u))
+        return bias
+
+    return init
+
+
 default_kernel_init = initializers.lecun_normal()
 default_recurrent_init = initializers.orthogonal()
-
-
-def reset_tree(start: Array, initial: Any, state: Any) -> Any:
-    """``where(start, initial, state)`` per leaf; ``start [B]`` broadcasts on the right."""
-
-    def pick(i: Array, s: Array) -> Array:
-        flag = start.reshape(start.shape + (1,) * (s.ndim - start.ndim))
-        return jnp.where(flag, i, s)
-
-    return jax.tree_util.tree_map(pick, initial, state)
 
 
 def check_inputs(x: Array, start: Array) -> None:
@@ -70,3 +86,42 @@ def check_inputs(x: Array, start: Array) -> None:
         raise ValueError(f"memory input x must be time-major [T, B, F], got shape {x.shape}")
     if start.shape != x.shape[:2]:
         raise ValueError(f"start flags must have shape [T, B] = {x.shape[:2]}, got {start.shape}")
+
+
+def heads_errors(fields: dict[str, Any], default_heads: int) -> list[tuple[str, Any, str]]:
+    """Config check of multi-head models: ``num_heads`` a positive divisor of ``hidden_size``
+    (as ``(key, value, allowed)`` triples for ``config_errors``)."""
+    heads, width = fields.get("num_heads", default_heads), fields.get("hidden_size")
+    if not (isinstance(heads, int) and not isinstance(heads, bool) and heads >= 1):
+        return [("num_heads", heads, "must be a positive integer")]
+    if isinstance(width, int) and width % heads:
+        return [("num_heads", heads, f"must divide network.hidden_size={width}")]
+    return []
+
+
+def positive_int_errors(
+    fields: dict[str, Any], defaults: dict[str, Any], high: int | None = None, why: str = ""
+) -> list[tuple[str, Any, str]]:
+    """Config check: each key of ``defaults`` (value from ``fields`` if given) is an int >= 1
+    (and <= ``high`` if given; ``why`` explains the bound in the message)."""
+    errors = []
+    for key, default in defaults.items():
+        value = fields.get(key, default)
+        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
+        if high is None and not ok:
+            errors.append((key, value, "must be a positive integer"))
+        elif high is not None and not (ok and value <= high):
+            errors.append((key, value, f"must be an integer in [1, {high}]{why}"))
+    return errors
+
+
+class ZeroStateRNN(nn.Module):
+    """Base of the single-vector RNNs (GRU, Elman): carry ``h [B, hidden_size]``, zeros at an
+    episode start; ``unroll`` is the ``lax.scan`` unroll of the recurrence."""
+
+    hidden_size: int
+    unroll: int = 1
+
+    @nn.nowrap
+    def initialize_carry(self, batch_size: int) -> Array:
+        return jnp.zeros((batch_size, self.hidden_size), jnp.float32)

@@ -4,9 +4,13 @@ A memoroid model is a stack of ``num_layers`` *cells*. A cell maps inputs ``x [T
 monoid elements (:meth:`MemoroidCell.elements`), evaluates the resettable scan of its operator
 (:func:`~stoixlite.networks.memory.scan.resettable_scan`) from the incoming carry, and reads the
 outputs ``[T, B, hidden_size]`` out of the prefix states and the inputs
-(:meth:`MemoroidCell.readout`). Layer 0 maps ``F -> H``; layers ``i >= 1`` are pre-norm residual
-blocks ``h + cell(LayerNorm(h))`` (as in the LRU/S5 papers' stacks). The carry is a tuple with one
-monoid state per layer; at an episode start each is the monoid identity.
+(:meth:`MemoroidCell.readout`). The stack (residual blocks, layer norm, ``scan`` option) is
+:class:`~stoixlite.networks.memory._stack.ScannedStack`. The carry is a tuple with one monoid
+state per layer; at an episode start each is the monoid identity.
+
+A model declares its cell once: the cell class holds the fields (with defaults) and the identity,
+and the registered stack only names it (``cell = FFMCell``, see
+:class:`~stoixlite.networks.memory._stack.CellStack`).
 """
 
 from __future__ import annotations
@@ -17,8 +21,8 @@ from typing import Any
 import flax.linen as nn
 import jax
 
-from stoixlite.networks.memory._common import check_inputs
-from stoixlite.networks.memory.scan import STRATEGIES, resettable_scan, resolve_strategy
+from stoixlite.networks.memory._stack import ScannedStack
+from stoixlite.networks.memory.scan import resettable_scan
 
 Array = jax.Array
 State = Any
@@ -68,49 +72,12 @@ class MemoroidCell(nn.Module):
         return final, self.readout(states, x)
 
 
-class MemoroidStack(nn.Module):
-    """Base of every registered memoroid: ``num_layers`` cells, residual + layer norm.
+class MemoroidStack(ScannedStack):
+    """Base of every registered memoroid: ``num_layers`` :class:`MemoroidCell` layers.
 
-    Subclasses set ``make_cell`` (build layer ``i``'s cell) and ``cell_identity``.
-    Contract: ``initialize_carry(B)`` -> tuple of per-layer identities;
+    A subclass sets only ``cell`` (its :class:`MemoroidCell` class); the per-layer carry is
+    exactly the cell's monoid state, starting from its :meth:`MemoroidCell.identity`
+    (``tests/test_memoroid_scan.py`` checks the operator of every subclass). Contract:
+    ``initialize_carry(B)`` -> tuple of per-layer identities;
     ``__call__(carry, (x [T, B, F], start [T, B])) -> (carry, y [T, B, hidden_size])``.
     """
-
-    hidden_size: int
-    num_layers: int = 1
-    scan: str = "auto"  # auto | associative | sequential (see scan.resolve_strategy)
-
-    @nn.nowrap
-    def make_cell(self, layer: int) -> MemoroidCell:
-        raise NotImplementedError
-
-    @nn.nowrap
-    def cell_identity(self, batch_size: int) -> State:
-        raise NotImplementedError
-
-    def setup(self) -> None:
-        if self.num_layers < 1:
-            raise ValueError(f"num_layers must be >= 1, got {self.num_layers}")
-        if self.scan not in STRATEGIES:
-            raise ValueError(f"unknown scan strategy {self.scan!r}; choose one of {STRATEGIES}")
-        self.cells = [self.make_cell(i) for i in range(self.num_layers)]
-        self.norms = [nn.LayerNorm() for _ in range(self.num_layers - 1)]
-
-    @nn.nowrap
-    def initialize_carry(self, batch_size: int) -> tuple[State, ...]:
-        return tuple(self.cell_identity(batch_size) for _ in range(self.num_layers))
-
-    def __call__(
-        self, carry: tuple[State, ...], inputs: tuple[Array, Array]
-    ) -> tuple[tuple[State, ...], Array]:
-        x, start = inputs
-        check_inputs(x, start)
-        if len(carry) != self.num_layers:
-            raise ValueError(f"carry has {len(carry)} layers, model has {self.num_layers}")
-        strategy = resolve_strategy(self.scan, x.shape[0])
-        h, new_carry = x, []
-        for i, cell in enumerate(self.cells):
-            c, y = cell(carry[i], h if i == 0 else self.norms[i - 1](h), start, strategy)
-            h = y if i == 0 else h + y
-            new_carry.append(c)
-        return tuple(new_carry), h

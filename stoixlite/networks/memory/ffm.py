@@ -51,6 +51,8 @@ def ffm_identity(batch_size: int, trace_size: int, context_size: int) -> FFMStat
 
 
 class FFMCell(MemoroidCell):
+    """One FFM layer; its fields are the model's keys."""
+
     hidden_size: int
     trace_size: int = 32
     context_size: int = 4
@@ -114,25 +116,8 @@ class FFMCell(MemoroidCell):
 class FFM(MemoroidStack):
     """Fast and Forgetful Memory. Carry per layer: ``(trace [B, m, c] complex64, steps [B] int32)``.
 
-    Fields: ``trace_size`` (m), ``context_size`` (c), ``min_period`` / ``max_period`` (frequency
-    init), plus ``num_layers`` and ``scan`` from :class:`MemoroidStack`.
+    Fields (from :class:`FFMCell`): ``trace_size`` (m), ``context_size`` (c), ``min_period`` /
+    ``max_period`` (frequency init), plus ``num_layers`` and ``scan`` from :class:`MemoroidStack`.
     """
 
-    trace_size: int = 32
-    context_size: int = 4
-    min_period: float = 2.0
-    max_period: float = 1024.0
-
-    @nn.nowrap
-    def make_cell(self, layer: int) -> FFMCell:
-        return FFMCell(
-            hidden_size=self.hidden_size,
-            trace_size=self.trace_size,
-            context_size=self.context_size,
-            min_period=self.min_period,
-            max_period=self.max_period,
-        )
-
-    @nn.nowrap
-    def cell_identity(self, batch_size: int) -> FFMState:
-        return ffm_identity(batch_size, self.trace_size, self.context_size)
+    cell = FFMCell

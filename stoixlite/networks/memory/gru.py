@@ -23,9 +23,11 @@ import jax.numpy as jnp
 
 from stoixlite.networks.memory import register_memory
 from stoixlite.networks.memory._common import (
+    ZeroStateRNN,
     check_inputs,
     default_kernel_init,
     default_recurrent_init,
+    gate_bias_init,
     stacked_init,
 )
 from stoixlite.networks.memory.rnn_kernels import gru_sequence
@@ -34,20 +36,19 @@ Array = jax.Array
 
 
 @register_memory("gru")
-class GRU(nn.Module):
+class GRU(ZeroStateRNN):
     """GRU memory. Carry: ``h`` of shape ``[B, hidden_size]`` (zeros at episode start).
+
+    ``chrono_period`` (0: off) initialises the update gate ``z`` (the keep gate) with chrono
+    init (:func:`~stoixlite.networks.memory._common.gate_bias_init`), so that at initialisation
+    the state is kept for up to ``chrono_period`` steps instead of ~2 (docs/learning.md).
 
     ``__call__(carry, (x, start))`` with ``x [T, B, F]`` float32 and ``start [T, B]`` bool returns
     ``(h_T, y)`` with ``y [T, B, hidden_size]`` the hidden state after every step. Where
     ``start[t, b]`` the state is reset to zeros before ``x[t, b]`` is consumed.
     """
 
-    hidden_size: int
-    unroll: int = 1
-
-    @nn.nowrap
-    def initialize_carry(self, batch_size: int) -> Array:
-        return jnp.zeros((batch_size, self.hidden_size), jnp.float32)
+    chrono_period: float = 0.0
 
     @nn.compact
     def __call__(self, carry: Array, inputs: tuple[Array, Array]) -> tuple[Array, Array]:
@@ -55,7 +56,9 @@ class GRU(nn.Module):
         check_inputs(x, start)
         H = self.hidden_size
         w_i = self.param("input_kernel", stacked_init(default_kernel_init, 3), (x.shape[-1], 3 * H))
-        b_i = self.param("input_bias", nn.initializers.zeros_init(), (3 * H,))
+        b_i = self.param(
+            "input_bias", gate_bias_init(("reset", "keep", "new"), self.chrono_period), (3 * H,)
+        )
         w_h = self.param("recurrent_kernel", stacked_init(default_recurrent_init, 3), (H, 3 * H))
         b_hn = self.param("recurrent_bias_n", nn.initializers.zeros_init(), (H,))
 

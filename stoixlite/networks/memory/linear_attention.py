@@ -20,12 +20,14 @@ floats per batch element, much larger than the other memoroids: keep ``key_size`
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from stoixlite.networks.memory import register_memory
+from stoixlite.networks.memory._common import heads_errors, positive_int_errors
 from stoixlite.networks.memory._memoroid import MemoroidCell, MemoroidStack
 
 Array = jax.Array
@@ -48,6 +50,8 @@ def _phi(u: Array) -> Array:
 
 
 class LinearAttentionCell(MemoroidCell):
+    """One linear-attention layer; its fields are the model's keys."""
+
     hidden_size: int
     num_heads: int = 4
     key_size: int = 16
@@ -95,20 +99,10 @@ class LinearAttention(MemoroidStack):
     Fields: ``num_heads``, ``key_size`` (d_k), ``eps``, plus ``num_layers`` and ``scan``.
     """
 
-    num_heads: int = 4
-    key_size: int = 16
-    eps: float = 1e-6
+    cell = LinearAttentionCell
 
-    @nn.nowrap
-    def make_cell(self, layer: int) -> LinearAttentionCell:
-        return LinearAttentionCell(
-            hidden_size=self.hidden_size,
-            num_heads=self.num_heads,
-            key_size=self.key_size,
-            eps=self.eps,
+    @classmethod
+    def config_errors(cls, fields: dict[str, Any]) -> list[tuple[str, Any, str]]:
+        return heads_errors(fields, cls.num_heads) + positive_int_errors(
+            fields, {"key_size": cls.key_size}
         )
-
-    @nn.nowrap
-    def cell_identity(self, batch_size: int) -> AttnState:
-        dv = self.hidden_size // self.num_heads
-        return attention_identity(batch_size, self.num_heads, self.key_size, dv)

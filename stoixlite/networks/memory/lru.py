@@ -91,8 +91,10 @@ class Feedthrough(nn.Module):
 
 
 class LRUCell(MemoroidCell):
+    """One LRU layer; its fields are the model's keys (``state_size`` N: ``None`` -> H)."""
+
     hidden_size: int
-    state_size: int
+    state_size: int | None = None
     r_min: float = 0.5
     r_max: float = 0.99
     max_phase: float = 6.283185307179586
@@ -101,15 +103,20 @@ class LRUCell(MemoroidCell):
         self.lam = self.param(
             "nu_theta_gamma_log",
             lru_lambda_init(self.r_min, self.r_max, self.max_phase),
-            (3, self.state_size),
+            (3, self.n),
         )
-        self.B = ComplexDense(self.state_size, scale=2**-0.5)  # std 1/sqrt(2F) per part
+        self.B = ComplexDense(self.n, scale=2**-0.5)  # std 1/sqrt(2F) per part
         self.C = RealPart(self.hidden_size)
         self.D = Feedthrough(self.hidden_size)
 
+    @property
+    def n(self) -> int:
+        """The complex state size N."""
+        return self.state_size or self.hidden_size
+
     @nn.nowrap
     def identity(self, batch_size: int) -> LinState:
-        return linear_recurrence_identity((batch_size, self.state_size), jnp.complex64)
+        return linear_recurrence_identity((batch_size, self.n), jnp.complex64)
 
     def _lambda(self) -> Array:
         nu_log, theta_log, _ = self.lam
@@ -134,25 +141,4 @@ class LRU(MemoroidStack):
     ``max_phase`` (eigenvalue init), plus ``num_layers`` and ``scan``.
     """
 
-    state_size: int | None = None
-    r_min: float = 0.5
-    r_max: float = 0.99
-    max_phase: float = 6.283185307179586
-
-    @nn.nowrap
-    def _n(self) -> int:
-        return self.state_size or self.hidden_size
-
-    @nn.nowrap
-    def make_cell(self, layer: int) -> LRUCell:
-        return LRUCell(
-            hidden_size=self.hidden_size,
-            state_size=self._n(),
-            r_min=self.r_min,
-            r_max=self.r_max,
-            max_phase=self.max_phase,
-        )
-
-    @nn.nowrap
-    def cell_identity(self, batch_size: int) -> LinState:
-        return linear_recurrence_identity((batch_size, self._n()), jnp.complex64)
+    cell = LRUCell

@@ -23,6 +23,7 @@ from stoixlite.networks.memory._common import (
     check_inputs,
     default_kernel_init,
     default_recurrent_init,
+    gate_bias_init,
     stacked_init,
 )
 from stoixlite.networks.memory.rnn_kernels import lstm_sequence
@@ -42,6 +43,7 @@ class LSTM(nn.Module):
 
     hidden_size: int
     unroll: int = 1
+    chrono_period: float = 0.0  # chrono init of the forget (keep) and input (write) gates
 
     @nn.nowrap
     def initialize_carry(self, batch_size: int) -> Carry:
@@ -54,7 +56,11 @@ class LSTM(nn.Module):
         check_inputs(x, start)
         H = self.hidden_size
         w_i = self.param("input_kernel", stacked_init(default_kernel_init, 4), (x.shape[-1], 4 * H))
-        b_i = self.param("input_bias", nn.initializers.zeros_init(), (4 * H,))
+        b_i = self.param(
+            "input_bias",
+            gate_bias_init(("write", "keep", "cell", "out"), self.chrono_period),
+            (4 * H,),
+        )
         w_h = self.param("recurrent_kernel", stacked_init(default_recurrent_init, 4), (H, 4 * H))
 
         xp = jnp.einsum("tbf,fg->tbg", x, w_i) + b_i  # [T, B, 4H]

@@ -32,6 +32,8 @@ LinState = tuple[Array, Array]  # (cumulative 1 - z, h), both [..., H] float32
 
 
 class MinGRUCell(MemoroidCell):
+    """One minGRU layer."""
+
     hidden_size: int
 
     def setup(self) -> None:
@@ -57,10 +59,4 @@ class MinGRUCell(MemoroidCell):
 class MinGRU(MemoroidStack):
     """minGRU. Carry per layer: ``(prod (1 - z), h)``, each ``[B, hidden_size]`` float32."""
 
-    @nn.nowrap
-    def make_cell(self, layer: int) -> MinGRUCell:
-        return MinGRUCell(hidden_size=self.hidden_size)
-
-    @nn.nowrap
-    def cell_identity(self, batch_size: int) -> LinState:
-        return linear_recurrence_identity((batch_size, self.hidden_size), jnp.float32)
+    cell = MinGRUCell

@@ -42,13 +42,15 @@ LinState = tuple[Array, Array]
 
 
 class S5Cell(MemoroidCell):
+    """One S5 layer; its fields are the model's keys (``state_size`` N: ``None`` -> H)."""
+
     hidden_size: int
-    state_size: int
+    state_size: int | None = None
     dt_min: float = 0.001
     dt_max: float = 0.1
 
     def setup(self) -> None:
-        n = self.state_size
+        n = self.n
         self.log_neg_real = self.param(
             "log_neg_real", nn.initializers.constant(math.log(0.5)), (n,)
         )
@@ -63,9 +65,14 @@ class S5Cell(MemoroidCell):
         self.C = RealPart(self.hidden_size)
         self.D = Feedthrough(self.hidden_size)
 
+    @property
+    def n(self) -> int:
+        """The complex state size N."""
+        return self.state_size or self.hidden_size
+
     @nn.nowrap
     def identity(self, batch_size: int) -> LinState:
-        return linear_recurrence_identity((batch_size, self.state_size), jnp.complex64)
+        return linear_recurrence_identity((batch_size, self.n), jnp.complex64)
 
     def _discretise(self) -> tuple[Array, Array]:
         lam = jax.lax.complex(-jnp.exp(self.log_neg_real), self.imag)
@@ -92,23 +99,4 @@ class S5(MemoroidStack):
     ``num_layers`` and ``scan``.
     """
 
-    state_size: int | None = None
-    dt_min: float = 0.001
-    dt_max: float = 0.1
-
-    @nn.nowrap
-    def _n(self) -> int:
-        return self.state_size or self.hidden_size
-
-    @nn.nowrap
-    def make_cell(self, layer: int) -> S5Cell:
-        return S5Cell(
-            hidden_size=self.hidden_size,
-            state_size=self._n(),
-            dt_min=self.dt_min,
-            dt_max=self.dt_max,
-        )
-
-    @nn.nowrap
-    def cell_identity(self, batch_size: int) -> LinState:
-        return linear_recurrence_identity((batch_size, self._n()), jnp.complex64)
+    cell = S5Cell

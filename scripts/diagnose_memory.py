@@ -1,0 +1,267 @@
+#!/usr/bin/env python
+"""Measure what a memory agent can hold: the diagnostics behind docs/learning.md.
+
+For an env with an ``oracle_action(state)`` (the POPGym card tasks), whole episodes are generated
+with uniformly random actions through the training observation stack (``obs_augment``), and the
+actor-critic of a config is measured on them:
+
+* ``reach``: for every step t, the norm of the gradient of the policy logits at t with respect to
+  the first observation of the episode, ``||d logits_t / d obs_0||`` (mean over episodes), at
+  initialisation or for a trained run (``--run``). It is the gradient that can teach the memory to
+  keep the first observation until step t.
+* ``hold``: for every step t, how much the policy at t depends on the first observation: the
+  first observation is replaced by each possible first card (the other steps kept) and the mean
+  total-variation distance between the resulting policies is reported (0: the first observation
+  is forgotten; 1: the policy is a function of it).
+* ``probe``: the same network trained by supervised learning (cross-entropy to the oracle action at
+  every step, whole episodes, the PPO optimiser) for ``--probe-steps`` gradient steps; reports the
+  oracle accuracy by episode position. It separates "the memory cannot learn to hold" from "the
+  RL signal does not teach it".
+
+    python scripts/diagnose_memory.py network=gru env=popgym/repeat_first
+    python scripts/diagnose_memory.py --probe-steps 2000 network=memoroid env=popgym/repeat_first
+    python scripts/diagnose_memory.py --run outputs/<date>/<run>   # a trained agent's reach/hold
+
+Output: one JSON object per measurement on stdout (``--out FILE`` also writes them to FILE).
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from hydra import compose, initialize_config_dir
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from stoixlite.envs.registry import make  # noqa: E402
+from stoixlite.envs.wrappers import ObsAugmentWrapper  # noqa: E402
+from stoixlite.ppo.learner import make_optimizer  # noqa: E402
+from stoixlite.rec_ppo import CONFIG_DIR  # noqa: E402
+from stoixlite.run.build import make_network  # noqa: E402
+from stoixlite.run.config import RunConfig, parse  # noqa: E402
+
+
+def load_config(overrides: list[str]) -> RunConfig:
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
+        return parse(compose(config_name="config", overrides=overrides))
+
+
+def raw_env(cfg: RunConfig) -> Any:
+    """The env of ``cfg`` with the training observation augmentation, not auto-reset."""
+    kwargs = {} if cfg.env.difficulty is None else {"difficulty": cfg.env.difficulty}
+    env = make(cfg.env.name, **kwargs)
+    if not hasattr(env, "oracle_action"):
+        raise SystemExit(f"error: env {cfg.env.name} has no oracle_action; pick a card task")
+    return ObsAugmentWrapper(env) if cfg.env.obs_augment else env
+
+
+def episodes(env: Any, key: jax.Array, batch: int, length: int) -> dict[str, jax.Array]:
+    """``batch`` episodes of ``length`` steps with uniform random actions.
+
+    Returns ``obs [L, B, F]``, ``start [L, B]`` (true at t = 0) and ``oracle [L, B]`` (the oracle
+    action for the observation at t).
+    """
+    inner = env.unwrapped
+    n = env.action_space.n
+
+    def one(key: jax.Array) -> tuple[jax.Array, jax.Array]:
+        key, reset_key = jax.random.split(key)
+        state, ts = env.reset(reset_key)
+
+        def step(carry, k):
+            state, ts = carry
+            raw = state.env_state if hasattr(state, "env_state") else state
+            oracle = inner.oracle_action(raw)
+            action = jax.random.randint(k, (), 0, n)
+            state, next_ts = env.step(state, action)
+            return (state, next_ts), (ts.observation, oracle)
+
+        _, (obs, oracle) = jax.lax.scan(step, (state, ts), jax.random.split(key, length))
+        return obs, oracle
+
+    obs, oracle = jax.vmap(one, out_axes=1)(jax.random.split(key, batch))
+    start = jnp.zeros(oracle.shape, bool).at[0].set(True)
+    return {"obs": obs, "start": start, "oracle": oracle}
+
+
+def policy_logits(network: Any, params: Any, obs: jax.Array, start: jax.Array) -> jax.Array:
+    carry = network.initialize_carry(obs.shape[1])
+    _, (dist, _) = network.apply(params, carry, obs, start)
+    return dist.logits
+
+
+def reach(network: Any, params: Any, data: dict[str, jax.Array]) -> np.ndarray:
+    """``[L]``: mean over episodes of ``||d logits_t / d obs_0||_F`` (NaN off the probed steps).
+
+    Reverse mode (the RNN kernels define custom VJPs), one backward pass per probed step and
+    action, at the positions :func:`positions` picks.
+    """
+    obs, start = data["obs"], data["start"]
+    length = obs.shape[0]
+
+    def logits_of_first(first: jax.Array) -> jax.Array:
+        return policy_logits(network, params, obs.at[0].set(first), start)
+
+    logits, vjp = jax.vjp(logits_of_first, obs[0])
+    out = np.full(length, np.nan)
+    for t in positions(length):
+        sq = 0.0
+        for a in range(logits.shape[-1]):
+            cot = jnp.zeros_like(logits).at[t, :, a].set(1.0)
+            (g,) = vjp(cot)  # [B, F]: episodes are independent, so row b is episode b's gradient
+            sq = sq + jnp.square(g).sum(-1)
+        out[t] = float(jnp.sqrt(sq).mean())
+    return out
+
+
+def positions(length: int) -> list[int]:
+    """The episode positions reported: a log-spaced set and the last step."""
+    picks = {0, 1, 2, 5, 10, 25, 50, 100, 200, 400, 800, length - 1}
+    return sorted(picks & set(range(length)))
+
+
+def hold(network: Any, params: Any, data: dict[str, jax.Array], env: Any) -> np.ndarray:
+    """``[L]``: mean pairwise total variation between the policies for different first cards.
+
+    The first observation's card part (the leading ``n`` one-hot features, the task's suits) is
+    replaced by each of the ``n`` possible values in turn.
+    """
+    obs, start = data["obs"], data["start"]
+    n = env.action_space.n
+    probs = []
+    for v in range(n):
+        first = obs[0].at[:, :n].set(jax.nn.one_hot(v, n))
+        logits = policy_logits(network, params, obs.at[0].set(first), start)
+        probs.append(jax.nn.softmax(logits, -1))
+    tv = [
+        0.5 * jnp.abs(probs[i] - probs[j]).sum(-1).mean(-1)
+        for i in range(n)
+        for j in range(i + 1, n)
+    ]
+    return np.asarray(sum(tv) / len(tv))
+
+
+def probe(
+    cfg: RunConfig,
+    network: Any,
+    params: Any,
+    env: Any,
+    key: jax.Array,
+    steps: int,
+    batch: int,
+    length: int,
+    report_every: int,
+) -> list[dict[str, Any]]:
+    """Supervised training of the policy on the oracle action; accuracy by position."""
+    tx = make_optimizer(dataclasses.replace(cfg.ppo, anneal_lr=False))
+    opt_state = tx.init(params)
+
+    def loss_fn(p, data):
+        logits = policy_logits(network, p, data["obs"], data["start"])
+        return optax.softmax_cross_entropy_with_integer_labels(logits, data["oracle"]).mean()
+
+    @jax.jit
+    def train_step(p, o, k):
+        data = episodes(env, k, batch, length)
+        grads = jax.grad(loss_fn)(p, data)
+        updates, o = tx.update(grads, o, p)
+        return optax.apply_updates(p, updates), o
+
+    @jax.jit
+    def accuracy(p, k):
+        data = episodes(env, k, 256, length)
+        pred = policy_logits(network, p, data["obs"], data["start"]).argmax(-1)
+        return (pred == data["oracle"]).mean(-1)  # [L]
+
+    out = []
+    for i in range(steps + 1):
+        if i % report_every == 0:
+            acc = np.asarray(accuracy(params, jax.random.fold_in(key, 2**31 - 1)))
+            out.append({"step": i, **position_summary(acc, "probe_accuracy")})
+            print(json.dumps(out[-1]), flush=True)
+        if i < steps:
+            params, opt_state = train_step(params, opt_state, jax.random.fold_in(key, i))
+    return out
+
+
+def position_summary(values: np.ndarray, name: str) -> dict[str, Any]:
+    """Values at a few positions plus means over the first and last tenth of the episode."""
+    length = len(values)
+    tenth = max(1, length // 10)
+    return {
+        name: {str(t): float(f"{values[t]:.3g}") for t in positions(length)},
+        f"{name}_first_tenth": float(f"{np.nanmean(values[:tenth]):.3g}"),
+        f"{name}_last_tenth": float(f"{np.nanmean(values[-tenth:]):.3g}"),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run", help="a run directory: measure its latest checkpoint")
+    parser.add_argument("--episodes", type=int, default=64, help="episodes per measurement")
+    parser.add_argument("--probe-steps", type=int, default=0, help="supervised probe steps")
+    parser.add_argument("--probe-batch", type=int, default=16, help="episodes per probe step")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--out", help="also write the JSON records to this file")
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides (network=..., env=...)")
+    args = parser.parse_args(argv)
+
+    if args.run:
+        from stoixlite.run.resume import load_run
+
+        run, learner, _ = load_run(args.run)
+        cfg, network, params = run.config, run.network, run.seed_params(learner.params)[0]
+    else:
+        cfg = load_config(args.overrides)
+        env_for_shapes = raw_env(cfg)
+        network = make_network(cfg.network, env_for_shapes)
+        init_obs = env_for_shapes.reset(jax.random.PRNGKey(0))[1].observation
+        params = network.init(
+            jax.random.PRNGKey(args.seed),
+            network.initialize_carry(1),
+            init_obs[None, None],
+            jnp.ones((1, 1), bool),
+        )
+    env = raw_env(cfg)
+    length = int(env.max_episode_steps or 0) or int(cfg.arch.eval_max_steps)
+    key = jax.random.PRNGKey(args.seed + 1000)
+    data = episodes(env, key, args.episodes, length)
+    label = {"network": cfg.network.name, "env": cfg.env.name, "difficulty": cfg.env.difficulty}
+    records = [
+        {**label, "measure": "reach", **position_summary(reach(network, params, data), "reach")},
+        {**label, "measure": "hold", **position_summary(hold(network, params, data, env), "hold")},
+    ]
+    for r in records:
+        print(json.dumps(r), flush=True)
+    if args.probe_steps:
+        records += [
+            {**label, "measure": "probe", **r}
+            for r in probe(
+                cfg,
+                network,
+                params,
+                env,
+                jax.random.PRNGKey(args.seed + 2000),
+                args.probe_steps,
+                args.probe_batch,
+                length,
+                max(1, args.probe_steps // 10),
+            )
+        ]
+    if args.out:
+        Path(args.out).write_text("".join(json.dumps(r) + "\n" for r in records))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
