@@ -1,12 +1,12 @@
 """Runs of tests/test_multi_device.py on forced CPU host devices, in a subprocess.
 
-``python tests/devices_worker.py <scenario> <out dir> [<device count>]`` with
+``python tests/devices_worker.py <scenario> <out dir> [<process id> <port>]`` with
 ``XLA_FLAGS=--xla_force_host_platform_device_count=<n>`` set before JAX is imported:
 
 * ``loop``: full training runs (gru) on 1, 2 and 4 devices, a 4-device run stopped after its
   first chunk and resumed on 4 devices, and the same stopped run resumed on 2 devices;
-* ``learn``: two learn chunks of a memoroid (ffm) with 2 seeds on 1, 2 and 4 devices; the final
-  learner states and chunk metrics go to ``learn_d<D>.npz``;
+* ``learn``: two learn chunks of a memoroid (ffm) with 2 seeds, BPTT chunks and burn-in on 1, 2
+  and 4 devices; the final learner states and chunk metrics go to ``learn_d<D>.npz``;
 * ``process <id> <port>``: process ``id`` of a 2-process run of ``loop``'s config (2 devices each,
   gloo CPU collectives) with its coordinator on ``localhost:<port>``, in ``<out dir>/hosts``.
 """
@@ -49,6 +49,7 @@ LEARN = TINY + [
     "arch.total_timesteps=128",
     "system.rollout_length=8",
     "system.bptt_length=4",
+    "system.burn_in=2",
     "system.epochs=2",
 ]
 

@@ -213,3 +213,39 @@ def test_unreachable_coordinator_is_one_line_after_the_timeout(tmp_path):
     assert len(lines) == 1 and lines[0].startswith("error: distributed: process 1 could not"), lines
     assert "timeout_s=3s" in lines[0]
     assert not (run_dir / "config.yaml").exists() and not (run_dir / "checkpoints").exists()
+
+
+def test_processes_configured_with_different_counts_are_refused(tmp_path):
+    run_dir, port = tmp_path / "run", free_port()
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "stoixlite.rec_ppo",
+                *TINY,
+                "arch.num_envs=8",
+                "arch.total_timesteps=256",
+                "distributed.enabled=true",
+                f"distributed.coordinator_address=localhost:{port}",
+                f"distributed.num_processes={count}",
+                f"distributed.process_id={pid}",
+                "distributed.timeout_s=120",
+                f"hydra.run.dir={run_dir}",
+            ],
+            cwd=ROOT,
+            env=worker_env(2),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for pid, count in ((0, 2), (1, 3))
+    ]
+    for pid, proc in enumerate(procs):
+        _, err = proc.communicate()
+        assert proc.returncode == 2, err[-3000:]
+        lines = err.strip().splitlines()
+        assert len(lines) == 1, lines
+        assert lines[0].startswith("error: distributed: the processes disagree on distributed.")
+        assert f"this is process {pid}" in lines[0]
+    assert not (run_dir / "config.yaml").exists() and not (run_dir / "checkpoints").exists()

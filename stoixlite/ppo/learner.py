@@ -92,6 +92,10 @@ def make_sequences(
     )
 
 
+# Fields of a SequenceBatch laid out per sequence ``[S, ...]``; the others are time-major.
+BATCH_MAJOR_FIELDS = ("init_carry", "burn_carry", "burn_valid")
+
+
 def split_minibatches(batch: SequenceBatch, perm: jax.Array, num_minibatches: int) -> SequenceBatch:
     """Shuffle sequences by ``perm`` and split them into ``[M, ...]`` minibatches."""
     m = num_minibatches
@@ -105,9 +109,8 @@ def split_minibatches(batch: SequenceBatch, perm: jax.Array, num_minibatches: in
         x = jnp.take(x, perm, axis=0)
         return x.reshape((m, x.shape[0] // m) + x.shape[1:])
 
-    batch_major_fields = ("init_carry", "burn_carry", "burn_valid")
     fields = {
-        k: jax.tree.map(batch_major if k in batch_major_fields else time_major, v)
+        k: jax.tree.map(batch_major if k in BATCH_MAJOR_FIELDS else time_major, v)
         for k, v in vars(batch).items()
     }
     return SequenceBatch(**fields)

@@ -10,8 +10,8 @@ the progress bar, and all processes write each checkpoint together (orbax, each 
 
 Failures are one line on stderr and exit code 2, never a hang: a coordinator that does not
 answer, or processes that do not all join, within ``distributed.timeout_s``
-(:class:`JoinWatchdog`); a process count other than configured; processes whose run configs or
-run directories differ (:func:`check_agreement`).
+(:class:`JoinWatchdog`); processes configured with different process counts, run configs or
+run directories (:func:`check_agreement`).
 """
 
 from __future__ import annotations
@@ -59,9 +59,9 @@ def initialize(cfg: DistributedConfig) -> None:
     """Join the run's processes when ``cfg.enabled`` (once per process; a no-op otherwise).
 
     Must run before JAX computes anything in this process. Raises :class:`DistributedError`
-    when this process cannot join (bad arguments, JAX already started) or the number of
-    processes differs from ``cfg.num_processes``; exits with one line when the others do not
-    join within ``cfg.timeout_s``.
+    when this process cannot join (bad arguments, JAX already started); exits with one line when
+    the others do not join within ``cfg.timeout_s``. Processes configured with different
+    process counts are refused by :func:`check_agreement`.
     """
     if not cfg.enabled or jax.distributed.is_initialized():
         return
@@ -89,11 +89,6 @@ def initialize(cfg: DistributedConfig) -> None:
     except (ValueError, TypeError, RuntimeError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise DistributedError(f"distributed: jax.distributed.initialize failed: {first}") from err
-    if cfg.num_processes is not None and jax.process_count() != cfg.num_processes:
-        raise DistributedError(
-            f"distributed.num_processes={cfg.num_processes} is invalid: "
-            f"{jax.process_count()} processes joined coordinator {where}"
-        )
 
 
 def is_primary() -> bool:
@@ -101,13 +96,16 @@ def is_primary() -> bool:
     return jax.process_index() == 0
 
 
-def check_agreement(**values: str) -> None:
+def check_agreement(num_processes: int | None, **values: str) -> None:
     """Raise :class:`DistributedError` on every process unless all processes pass the same
-    ``values`` (e.g. the run config and the run directory); a no-op with one process."""
+    ``values`` (e.g. the run config and the run directory) and were configured with the same
+    ``num_processes`` (``distributed.num_processes``; ``None``: the number that joined); a no-op
+    with one process. Every process takes part, so all of them stop together."""
     if jax.process_count() == 1:
         return
     from jax.experimental import multihost_utils
 
+    values = {**values, "distributed.num_processes": str(num_processes or jax.process_count())}
     names = sorted(values)
     mine = np.stack(
         [np.frombuffer(hashlib.sha256(values[n].encode()).digest(), np.uint8) for n in names]

@@ -51,10 +51,12 @@ def train(
     initialize(cfg.distributed if isinstance(cfg, RunConfig) else parse_distributed(cfg))
     cfg = parse(cfg)
     run_dir = Path(run_dir)
-    run = build_run(cfg)  # refuses device counts that do not fit, before anything is written
     # What the run is, not how it was launched: a resumed run may use other processes.
     saved_config = OmegaConf.to_yaml({k: v for k, v in cfg.to_dict().items() if k != "distributed"})
-    check_agreement(config=saved_config, run_dir=str(run_dir.resolve()))
+    check_agreement(
+        cfg.distributed.num_processes, config=saved_config, run_dir=str(run_dir.resolve())
+    )
+    run = build_run(cfg)  # refuses device counts that do not fit, before anything is written
     primary = is_primary()
     run_dir.mkdir(parents=True, exist_ok=True)
     num_chunks, seeds = cfg.arch.num_evaluations, cfg.arch.num_seeds

@@ -32,6 +32,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from stoixlite.ppo.learner import BATCH_MAJOR_FIELDS
 from stoixlite.ppo.loss import SequenceBatch
 from stoixlite.ppo.types import LearnerState
 from stoixlite.run.config import ConfigError
@@ -117,17 +118,19 @@ class Placement:
         return jax.tree.map(place, tree, shardings)
 
     def constrain_minibatches(self, batch: SequenceBatch) -> SequenceBatch:
-        """Split the minibatches of an epoch ``[M, L, B, ...]`` (initial carries
-        ``[M, B, ...]``) over the devices on their sequence axis: each device computes the loss
-        and gradients of ``B / D`` sequences of every minibatch."""
+        """Split the minibatches of an epoch ``[M, L, B, ...]`` (per-sequence fields such as the
+        initial carries ``[M, B, ...]``) over the devices on their sequence axis: each device
+        computes the loss and gradients of ``B / D`` sequences of every minibatch."""
         if self.mesh is None:
             return batch
-        time_major = self._sharding(None, None, DEVICE_AXIS)
-        batch_major = self._sharding(None, DEVICE_AXIS)
-        constrain = jax.lax.with_sharding_constraint
-        fields = {k: constrain(v, time_major) for k, v in vars(batch).items() if k != "init_carry"}
-        carry = jax.tree.map(lambda c: constrain(c, batch_major), batch.init_carry)
-        return SequenceBatch(**fields, init_carry=carry)
+        time_major = self._sharding(None, None, DEVICE_AXIS)  # [M, L, B, ...]
+        batch_major = self._sharding(None, DEVICE_AXIS)  # [M, B, ...]
+
+        def constrain(name: str, value: Any) -> Any:
+            spec = batch_major if name in BATCH_MAJOR_FIELDS else time_major
+            return jax.tree.map(lambda x: jax.lax.with_sharding_constraint(x, spec), value)
+
+        return SequenceBatch(**{name: constrain(name, v) for name, v in vars(batch).items()})
 
 
 def to_host(tree: Any) -> Any:
