@@ -1,13 +1,13 @@
 """Environment-only throughput: the JAX POPGym ports vs the ``popgym`` package, in one run.
 
-For every registered ``popgym/*`` env (at one difficulty):
+For every registered env that declares a popgym reference (the ports, at one difficulty):
 
 * **JAX**: ``num_envs`` copies (default 4096) under ``jax.vmap`` with auto-reset
   (:class:`~stoixlite.envs.wrappers.AutoResetWrapper`), uniformly random actions drawn inside the
   loop, ``steps`` iterations of one jitted ``lax.scan``. Steps per second = ``num_envs * steps``
   divided by the wall time of a second call (the first call compiles; compile time is reported
   separately).
-* **popgym**: one numpy env (the ``*Easy``/``*Medium``/``*Hard`` class) stepped in a Python loop
+* **popgym**: one numpy env (the declared reference class at that difficulty) stepped in a loop
   with ``action_space.sample()`` actions, resetting when an episode ends, for ``ref_steps`` steps.
 
 Prints a markdown table and writes JSON (``--out``)::
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--out", default=None, help="write the results as JSON here")
     args = parser.parse_args(argv)
 
-    names = [n for n in available_envs() if n.startswith("popgym/")]
+    names = [n for n in available_envs() if env_spec(n).reference is not None]  # the ports
     if args.envs:
         names = [n for n in names if n.split("/", 1)[1] in args.envs]
     rows = []

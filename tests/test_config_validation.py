@@ -150,3 +150,17 @@ def test_burn_in_and_protocol_group_parse():
 def test_env_kwargs_are_typed_by_the_factory():
     run = parse(compose_config(["env=sets/card_table", "env.kwargs.capacity=4e0"]))
     assert run.env.kwargs["capacity"] == 4 and isinstance(run.env.kwargs["capacity"], int)
+
+
+def test_resume_refuses_a_global_group_override(tmp_path):
+    """``+protocol=popgym`` sets keys of several groups: on resume it is one clear error, while
+    a key override still applies to the saved config."""
+    from omegaconf import OmegaConf
+
+    from stoixlite.run.resume import resume_config
+
+    (tmp_path / "config.yaml").write_text(OmegaConf.to_yaml(parse(compose_config([])).to_dict()))
+    with pytest.raises(ConfigError, match=r"^\+protocol=popgym is invalid with resume"):
+        resume_config(compose_config(["+protocol=popgym"]), tmp_path, ["+protocol=popgym"])
+    resumed = resume_config(compose_config(["system.lr=0.001"]), tmp_path, ["system.lr=0.001"])
+    assert parse(resumed).system.lr == 0.001

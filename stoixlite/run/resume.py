@@ -12,7 +12,7 @@ import jax
 from omegaconf import DictConfig, OmegaConf
 
 from stoixlite.run.build import Run, build_run
-from stoixlite.run.config import parse
+from stoixlite.run.config import ConfigError, parse
 from stoixlite.tracking.checkpointing import Checkpointer, checkpoint_dir, config_fingerprint
 
 CONFIG_FILE = "config.yaml"
@@ -50,11 +50,19 @@ def resume_config(composed: DictConfig, run_dir: Path, overrides: list[str]) -> 
     if not path.exists():
         raise FileNotFoundError(f"resume={run_dir}: no config.yaml there (not a run directory)")
     cfg = OmegaConf.load(path)
+    missing = object()
     for override in overrides:
         key = override.split("=", 1)[0].lstrip("+~")
         if key == "resume" or key.startswith("hydra"):
             continue
-        value = OmegaConf.select(composed, key, default=None)
+        value = OmegaConf.select(composed, key, default=missing)
+        if value is missing:  # a group of global keys, e.g. +protocol=popgym: not one key
+            raise ConfigError(
+                [
+                    f"{override} is invalid with resume: it sets keys of several groups; "
+                    "a resumed run keeps its saved config (start a new run instead)"
+                ]
+            )
         OmegaConf.update(cfg, key, value, merge=False, force_add=True)
     cfg.resume = str(run_dir)
     return cfg
@@ -68,7 +76,7 @@ def load_run(run_dir: str | Path, checkpoint: str | int = "latest") -> tuple[Run
     if not config_path.exists():
         raise FileNotFoundError(f"{config_path} not found: is {run_dir} a stoixlite run directory?")
     run = build_run(parse(OmegaConf.load(config_path)))
-    fingerprint = config_fingerprint(run.config.to_dict())
+    fingerprint = config_fingerprint(run.config)
     with Checkpointer(checkpoint_dir(run_dir), fingerprint, read_only=True) as ckpt:
         step = checkpoint if checkpoint in ("latest", "best") else int(checkpoint)
         state, _, _, step = restore(run, ckpt, step)

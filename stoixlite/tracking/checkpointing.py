@@ -30,13 +30,16 @@ import hashlib
 import json
 import logging
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
+
+from stoixlite.run.config import RunConfig, parse
 
 log = logging.getLogger(__name__)
 
@@ -55,14 +58,16 @@ class CheckpointMismatchError(RuntimeError):
 # --------------------------------------------------------------------------------------------
 
 
-def config_fingerprint(cfg: DictConfig | dict) -> dict[str, Any]:
+def config_fingerprint(cfg: RunConfig | DictConfig | Mapping[str, Any]) -> dict[str, Any]:
     """What a checkpoint must agree on with the run restoring it.
 
     ``{"network": {...}, "env": {...}, "arch": {"num_envs": N, "num_seeds": S}, "hash": str}``
-    (resolved values; ``num_seeds`` defaults to 1). The hash is a short sha256 of the rest.
+    of the parsed config (:func:`~stoixlite.run.config.parse`: typed values and defaults filled
+    in, so a composed config, its parsed form and the saved ``config.yaml`` agree). The hash is a
+    short sha256 of the rest.
     """
-    container = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
-    arch = container.get("arch", {}) or {}
+    container = parse(cfg).to_dict()
+    arch = container["arch"]
     fingerprint = {
         "network": container.get("network"),
         "env": container.get("env"),

@@ -40,7 +40,7 @@ class Recorder:
         if ck.enabled or resume:
             self.checkpointer = Checkpointer(
                 checkpoint_dir(run_dir),
-                config_fingerprint(cfg.to_dict()),
+                config_fingerprint(cfg),
                 ck.keep_last,
                 ck.keep_best,
             )

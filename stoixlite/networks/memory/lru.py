@@ -90,11 +90,34 @@ class Feedthrough(nn.Module):
         return nn.Dense(self.features, use_bias=False, name="proj")(x)
 
 
-class LRUCell(MemoroidCell):
-    """One LRU layer; its fields are the model's keys (``state_size`` N: ``None`` -> H)."""
+class DiagonalCell(MemoroidCell):
+    """A complex diagonal linear recurrence ``h_t = lambda_t * h_{t-1} + u_t`` of N states, read
+    out as ``gelu(Re(C h_t) + D x_t)``: the part LRU and S5 share (they differ in how they
+    parameterise ``lambda_t`` and ``u_t``). Subclasses create ``self.C`` (:class:`RealPart`) and
+    ``self.D`` (:class:`Feedthrough`) in ``setup`` and define :meth:`elements`."""
 
     hidden_size: int
-    state_size: int | None = None
+    state_size: int | None = None  # N (None: hidden_size)
+
+    @property
+    def n(self) -> int:
+        """The complex state size N."""
+        return self.state_size or self.hidden_size
+
+    @nn.nowrap
+    def identity(self, batch_size: int) -> LinState:
+        return linear_recurrence_identity((batch_size, self.n), jnp.complex64)
+
+    def operator(self) -> Callable[[LinState, LinState], LinState]:
+        return linear_recurrence_combine
+
+    def readout(self, states: LinState, x: Array) -> Array:
+        return jax.nn.gelu(self.C(states[1]) + self.D(x))
+
+
+class LRUCell(DiagonalCell):
+    """One LRU layer; its fields are the model's keys (``state_size`` N: ``None`` -> H)."""
+
     r_min: float = 0.5
     r_max: float = 0.99
     max_phase: float = 6.283185307179586
@@ -109,28 +132,13 @@ class LRUCell(MemoroidCell):
         self.C = RealPart(self.hidden_size)
         self.D = Feedthrough(self.hidden_size)
 
-    @property
-    def n(self) -> int:
-        """The complex state size N."""
-        return self.state_size or self.hidden_size
-
-    @nn.nowrap
-    def identity(self, batch_size: int) -> LinState:
-        return linear_recurrence_identity((batch_size, self.n), jnp.complex64)
-
     def _lambda(self) -> Array:
         nu_log, theta_log, _ = self.lam
         return jnp.exp(jax.lax.complex(-jnp.exp(nu_log), jnp.exp(theta_log)))
 
-    def operator(self) -> Callable[[LinState, LinState], LinState]:
-        return linear_recurrence_combine
-
     def elements(self, x: Array) -> LinState:
         u = self.B(x) * jnp.exp(self.lam[2])  # [T, B, N]
         return jnp.broadcast_to(self._lambda(), u.shape), u
-
-    def readout(self, states: LinState, x: Array) -> Array:
-        return jax.nn.gelu(self.C(states[1]) + self.D(x))
 
 
 @register_memory("lru")

@@ -26,26 +26,22 @@ this package's input-dependent-decay memoroid).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from stoixlite.networks.memory import register_memory
-from stoixlite.networks.memory._memoroid import MemoroidCell, MemoroidStack
-from stoixlite.networks.memory.lru import ComplexDense, Feedthrough, RealPart
-from stoixlite.networks.memory.scan import linear_recurrence_combine, linear_recurrence_identity
+from stoixlite.networks.memory._memoroid import MemoroidStack
+from stoixlite.networks.memory.lru import ComplexDense, DiagonalCell, Feedthrough, RealPart
 
 Array = jax.Array
 LinState = tuple[Array, Array]
 
 
-class S5Cell(MemoroidCell):
+class S5Cell(DiagonalCell):
     """One S5 layer; its fields are the model's keys (``state_size`` N: ``None`` -> H)."""
 
-    hidden_size: int
-    state_size: int | None = None
     dt_min: float = 0.001
     dt_max: float = 0.1
 
@@ -65,30 +61,15 @@ class S5Cell(MemoroidCell):
         self.C = RealPart(self.hidden_size)
         self.D = Feedthrough(self.hidden_size)
 
-    @property
-    def n(self) -> int:
-        """The complex state size N."""
-        return self.state_size or self.hidden_size
-
-    @nn.nowrap
-    def identity(self, batch_size: int) -> LinState:
-        return linear_recurrence_identity((batch_size, self.n), jnp.complex64)
-
     def _discretise(self) -> tuple[Array, Array]:
         lam = jax.lax.complex(-jnp.exp(self.log_neg_real), self.imag)
         lam_bar = jnp.exp(lam * jnp.exp(self.log_dt))
         return lam_bar, (lam_bar - 1.0) / lam
 
-    def operator(self) -> Callable[[LinState, LinState], LinState]:
-        return linear_recurrence_combine
-
     def elements(self, x: Array) -> LinState:
         lam_bar, b_scale = self._discretise()
         u = self.B(x) * b_scale
         return jnp.broadcast_to(lam_bar, u.shape), u
-
-    def readout(self, states: LinState, x: Array) -> Array:
-        return jax.nn.gelu(self.C(states[1]) + self.D(x))
 
 
 @register_memory("s5")
