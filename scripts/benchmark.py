@@ -22,6 +22,10 @@ Usage::
     python scripts/benchmark.py --reference-only --rounds 3
     python scripts/benchmark.py --no-reference --networks purejaxrl_ppo feedforward memoroid \\
         --width 0 --num-envs 4 64 --envs gymnax/CartPole-v1 --rounds 3
+    python scripts/benchmark.py --networks gru --envs popgym/repeat_previous --no-reference \\
+        --num-envs 1024 --devices 1 2 4 8             # SPS per device count (arch.num_devices)
+    python scripts/benchmark.py ... --devices 1 2 4 --host-devices 4
+                                                       # forced CPU devices: correctness, not speed
     python scripts/benchmark.py --env-only [...]       # env throughput: every POPGym port vs popgym
                                                        # (arguments go to scripts/benchmark_envs.py)
 """
@@ -125,9 +129,9 @@ def run_reference_row(spec: dict) -> tuple[int, float, list[float], float]:
     return steps_per_update * updates, compile_s, times, final
 
 
-def run_stoixlite_row(spec: dict) -> tuple[int, float, list[float], float]:
-    """Worker for a stoixlite row: ``(steps per chunk, compile s, times, final return)``."""
-    import jax
+def run_stoixlite_row(spec: dict) -> tuple[int, float, list[float], float, int]:
+    """Worker for a stoixlite row: ``(steps per chunk, compile s, times, final return,
+    devices)``."""
     import numpy as np
     from hydra import compose, initialize_config_dir
 
@@ -151,12 +155,13 @@ def run_stoixlite_row(spec: dict) -> tuple[int, float, list[float], float]:
             if width
             else []
         ),
+        *([f"arch.num_devices={spec['devices']}"] if spec.get("devices") else []),
         *spec.get("overrides", []),
     ]
     with initialize_config_dir(str(CONFIG_DIR), version_base=None):
         cfg = compose("config", overrides=overrides)
     exp = build_run(cfg)
-    state = exp.init_state(jax.random.PRNGKey(0))
+    state, _ = exp.init()  # laid out on the run's devices
     tic = time.perf_counter()
     learn_chunk = exp.learn.lower(state).compile()
     compile_s = time.perf_counter() - tic
@@ -164,7 +169,7 @@ def run_stoixlite_row(spec: dict) -> tuple[int, float, list[float], float]:
     count = np.asarray(metrics["train/episodes"], np.float64)
     returns = np.asarray(metrics["train/episode_return"], np.float64)
     final = float((returns * count).sum() / count.sum()) if count.sum() else float("nan")
-    return exp.steps_per_chunk, compile_s, times, final
+    return exp.steps_per_chunk, compile_s, times, final, exp.placement.num_devices
 
 
 def run_row(spec: dict) -> dict:
@@ -180,8 +185,9 @@ def run_row(spec: dict) -> dict:
 
     if spec["network"] == PUREJAXRL_PPO:
         steps, compile_s, times, final = run_reference_row(spec)
+        devices = 1
     else:
-        steps, compile_s, times, final = run_stoixlite_row(spec)
+        steps, compile_s, times, final, devices = run_stoixlite_row(spec)
     peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     device_peak = None
     stats = jax.devices()[0].memory_stats() if hasattr(jax.devices()[0], "memory_stats") else None
@@ -193,6 +199,7 @@ def run_row(spec: dict) -> dict:
             for k in ("network", "env", "num_envs", "rollout_length", "epochs", "minibatches")
         },
         "label": spec.get("label", ""),
+        "devices": devices,
         "sps_all": [steps / t for t in times],
         "compile_s": compile_s,
         "peak_rss_mb": peak_rss_mb,
@@ -203,11 +210,16 @@ def run_row(spec: dict) -> dict:
     }
 
 
-def launch(spec: dict) -> dict:
+def launch(spec: dict, host_devices: int | None = None) -> dict:
+    env = dict(os.environ)
+    if host_devices:
+        forced = f"--xla_force_host_platform_device_count={host_devices}"
+        env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {forced}"
     proc = subprocess.run(
         [sys.executable, __file__, "--worker", json.dumps(spec)],
         capture_output=True,
         text=True,
+        env=env,
     )
     if proc.returncode != 0:
         return {**spec, "error": proc.stderr.strip().splitlines()[-1] if proc.stderr else "failed"}
@@ -236,21 +248,23 @@ def merge_rounds(results: list[dict]) -> dict:
 
 def markdown(rows: list[dict]) -> str:
     head = (
-        "| network | env | envs x steps | SPS median | SPS min-max | n | compile s "
+        "| network | env | envs x steps | devices | SPS median | SPS min-max | n | compile s "
         "| peak RSS MiB | final return | load | note |"
     )
-    lines = [head, "|" + "---|" * 11]
+    lines = [head, "|" + "---|" * 12]
     for r in rows:
         if "error" in r:
             lines.append(
-                f"| {r['network']} | {r['env']} | {r['num_envs']} | error: {r['error']} |||||||"
+                f"| {r['network']} | {r['env']} | {r['num_envs']} | {r.get('devices') or '-'} "
+                f"| error: {r['error']} |||||||"
             )
             continue
         sps = r["sps_all"]
         median = statistics.median(sps)
         lines.append(
             f"| {r['network']} | {r['env']} | {r['num_envs']} x {r['rollout_length']} "
-            f"| {median:,.0f} | {min(sps):,.0f}-{max(sps):,.0f} | {len(sps)} "
+            f"| {r.get('devices', 1)} | {median:,.0f} | {min(sps):,.0f}-{max(sps):,.0f} "
+            f"| {len(sps)} "
             f"| {r['compile_s']:.1f} | {r['peak_rss_mb']:,.0f} | {r['final_return']:.1f} "
             f"| {r['load_avg']:.1f} | {r['label']} |"
         )
@@ -299,6 +313,12 @@ def main() -> None:
     )
     parser.add_argument("--reference-only", action="store_true")
     parser.add_argument("--no-reference", action="store_true")
+    parser.add_argument(
+        "--devices", nargs="*", type=int, default=None, help="arch.num_devices of each row"
+    )
+    parser.add_argument(
+        "--host-devices", type=int, default=None, help="force this many CPU devices (XLA_FLAGS)"
+    )
     parser.add_argument("--out", default="benchmark_results.json")
     args = parser.parse_args()
 
@@ -353,10 +373,12 @@ def main() -> None:
             {**common(row["num_envs"], 128), **row, "epochs": 4, "minibatches": 4}
             for row in REFERENCE_ROWS
         ]
+    if args.devices:
+        specs = [{**spec, "devices": d} for spec in specs for d in args.devices]
     results: list[list[dict]] = [[] for _ in specs]
     for round_ in range(args.rounds):
         for i, spec in enumerate(specs):
-            results[i].append(launch(spec))
+            results[i].append(launch(spec, args.host_devices))
             print(f"round {round_ + 1}: " + markdown([results[i][-1]]).splitlines()[-1], flush=True)
     rows = [merge_rounds(r) for r in results]
     result = {"hardware": hardware(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}

@@ -34,7 +34,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from stoixlite.run.config import ConfigError, RunConfig, parse
+from stoixlite.run.config import ConfigError, RunConfig, parse, parse_distributed
 
 # The Hydra configs: inside the package in a wheel (copied by setup.py), else the repository's
 # top-level configs/ (source tree, editable install).
@@ -84,6 +84,7 @@ def _job_failed(run_dir: Path, message: str) -> float:
 
 @hydra.main(version_base=None, config_path=str(CONFIG_DIR), config_name="config")
 def main(cfg: DictConfig) -> float:
+    from stoixlite.run.distributed import DistributedError, initialize
     from stoixlite.run.divergence import NonFiniteError
     from stoixlite.run.resume import resume_config
     from stoixlite.run.signals import TrainingInterrupted
@@ -103,6 +104,7 @@ def main(cfg: DictConfig) -> float:
         if resume:
             run_dir = Path(str(resume)).expanduser().resolve()
             cfg = resume_config(cfg, run_dir, list(hydra_cfg.overrides.task))
+        initialize(parse_distributed(cfg))  # before parse: the registries start JAX
         run_cfg = parse(cfg)
         if resume:
             check_resumable(run_cfg, run_dir)
@@ -110,6 +112,7 @@ def main(cfg: DictConfig) -> float:
     except (
         ConfigError,
         CheckpointMismatchError,
+        DistributedError,
         FileNotFoundError,
         NonFiniteError,
         CheckpointCorruptError,

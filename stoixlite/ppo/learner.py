@@ -102,6 +102,10 @@ def sequence_length(cfg: PPOConfig) -> int:
     return 1 if cfg.transitions else cfg.bptt_length
 
 
+# Fields of a SequenceBatch laid out per sequence ``[S, ...]``; the others are time-major.
+BATCH_MAJOR_FIELDS = ("init_carry", "burn_carry", "burn_valid")
+
+
 def split_minibatches(batch: SequenceBatch, perm: jax.Array, num_minibatches: int) -> SequenceBatch:
     """Shuffle sequences by ``perm`` and split them into ``[M, ...]`` minibatches."""
     m = num_minibatches
@@ -115,9 +119,8 @@ def split_minibatches(batch: SequenceBatch, perm: jax.Array, num_minibatches: in
         x = jnp.take(x, perm, axis=0)
         return x.reshape((m, x.shape[0] // m) + x.shape[1:])
 
-    batch_major_fields = ("init_carry", "burn_carry", "burn_valid")
     fields = {
-        k: jax.tree.map(batch_major if k in batch_major_fields else time_major, v)
+        k: jax.tree.map(batch_major if k in BATCH_MAJOR_FIELDS else time_major, v)
         for k, v in vars(batch).items()
     }
     return SequenceBatch(**fields)
@@ -148,8 +151,14 @@ def make_update(
     tx: optax.GradientTransformation,
     cfg: PPOConfig,
     rollout_unroll: int = 1,
+    layout_minibatches: Callable[[SequenceBatch], SequenceBatch] | None = None,
 ) -> Callable[[LearnerState], tuple[LearnerState, dict[str, jax.Array]]]:
-    """Build ``update(state) -> (state, metrics)``: a rollout, then epochs x minibatches steps."""
+    """Build ``update(state) -> (state, metrics)``: a rollout, then epochs x minibatches steps.
+
+    ``layout_minibatches`` maps an epoch's minibatches ``[M, L, B, ...]`` to themselves with a
+    device layout (a sharding constraint splitting each minibatch over devices, see
+    :mod:`stoixlite.run.sharding`); values are unchanged.
+    """
     grad_fn = jax.grad(lambda p, b: ppo_loss(p, apply_fn, b, cfg), has_aux=True)
 
     def update(state: LearnerState) -> tuple[LearnerState, dict[str, jax.Array]]:
@@ -178,6 +187,8 @@ def make_update(
         def epoch_step(carry: tuple, key: jax.Array) -> tuple[tuple, dict]:
             perm = jax.random.permutation(key, num_sequences)
             minibatches = split_minibatches(sequences, perm, cfg.num_minibatches)
+            if layout_minibatches is not None:
+                minibatches = layout_minibatches(minibatches)
             return jax.lax.scan(minibatch_step, carry, minibatches)
 
         key, epoch_key = jax.random.split(state.key)

@@ -90,11 +90,14 @@ def bootstrap_values(
     For step t the next observation is ``traj.next_obs[t]`` (the true final observation on LAST
     steps) consumed from the carry after step t without a reset. Inside an episode this equals the
     rollout's ``value[t+1]``; on a truncation it is the value needed to bootstrap.
+
+    The ``T x N`` inputs are flattened env-major (``[N, T] -> [N T]``), so when the env axis is
+    split over devices each device evaluates its own envs' steps without moving data.
     """
     t, n = traj.reward.shape
-    flat = lambda x: x.reshape((t * n,) + x.shape[2:])
+    flat = lambda x: jnp.swapaxes(x, 0, 1).reshape((n * t,) + x.shape[2:])
     carry = jax.tree.map(flat, carries_after)
     obs = flat(traj.next_obs)[None]
-    start = jnp.zeros((1, t * n), dtype=bool)
+    start = jnp.zeros((1, n * t), dtype=bool)
     _, (_, value) = apply_fn(params, carry, obs, start)
-    return value[0].reshape(t, n)
+    return value[0].reshape(n, t).T

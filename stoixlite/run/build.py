@@ -3,10 +3,12 @@ compiled programs of the host loop.
 
 :class:`Run` is the seam between the host loop and the compiled core; tests and
 ``scripts/benchmark.py`` use it too, so they exercise exactly the training code path.
-:func:`over_seeds` is the one place where ``vmap`` over the seed axis, ``jit`` and donation are
-applied: a run trains ``arch.num_seeds`` seeds in one program, and a single seed is the trivial
-case (no seed axis, the plain jitted function). Seed k uses ``arch.seed + k`` and derives its keys
-exactly like a single-seed run with that seed, so seed k of a multi-seed run reproduces it.
+:func:`over_seeds` is the one place where ``vmap`` over the seed axis, ``jit``, donation and the
+device layout are applied: a run trains ``arch.num_seeds`` seeds in one program, and a single seed
+is the trivial case (no seed axis, the plain jitted function). Seed k uses ``arch.seed + k`` and
+derives its keys exactly like a single-seed run with that seed, so seed k of a multi-seed run
+reproduces it. On several devices (``arch.num_devices``) the same programs are compiled with the
+shardings of :class:`~stoixlite.run.sharding.Placement`: envs split over devices, seeds x devices.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from stoixlite.ppo.finite import all_finite
 from stoixlite.ppo.learner import make_learn_chunk, make_optimizer, make_update
 from stoixlite.ppo.types import LearnerState, PPOConfig
 from stoixlite.run.config import EnvConfig, NetworkConfig, RunConfig, parse
+from stoixlite.run.sharding import Placement, select_devices
 
 Metrics = dict[str, jax.Array]
 
@@ -70,11 +73,22 @@ def make_network(net: NetworkConfig, env: Environment) -> ActorCritic:
     )
 
 
-def over_seeds(fn: Callable, num_seeds: int, donate: bool = False) -> Callable:
+def over_seeds(
+    fn: Callable,
+    num_seeds: int,
+    donate: bool = False,
+    in_shardings: Any = None,
+    out_shardings: Any = None,
+) -> Callable:
     """``fn`` jitted for ``num_seeds`` seeds: ``vmap``-ped over a leading seed axis when
-    ``num_seeds > 1``; ``donate`` donates the first argument."""
+    ``num_seeds > 1``; ``donate`` donates the first argument; ``in_shardings`` and
+    ``out_shardings`` (``None``: default placement) lay the arguments and results out on
+    devices."""
     batched = fn if num_seeds == 1 else jax.vmap(fn)
-    return jax.jit(batched, donate_argnums=0 if donate else ())
+    layout = {}
+    if in_shardings is not None:
+        layout = {"in_shardings": in_shardings, "out_shardings": out_shardings}
+    return jax.jit(batched, donate_argnums=0 if donate else (), **layout)
 
 
 def _split(key: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -87,7 +101,8 @@ class Run:
     """One run: its config, env stack, network, optimiser, the pure PPO functions of one seed
     (``update``, ``learn_chunk``, ``evaluate``) and the compiled programs over all its seeds
     (``learn``: learner state donated; ``evaluator``; ``split`` of the host keys;
-    ``params_finite``: one flag, every parameter of every seed finite, checked after each chunk)."""
+    ``params_finite``: one flag, every parameter of every seed finite, checked after each chunk),
+    laid out on the devices of ``placement``."""
 
     config: RunConfig
     ppo: PPOConfig
@@ -97,17 +112,23 @@ class Run:
     update: Callable[[LearnerState], tuple[LearnerState, Metrics]]
     learn_chunk: Callable[[LearnerState], tuple[LearnerState, Metrics]]
     evaluate: Callable[[Any, jax.Array], Metrics]
+    placement: Placement
     learn: Callable[[Any], tuple[Any, Metrics]] = field(init=False)
     evaluator: Callable[[Any, jax.Array], Metrics] = field(init=False)
     split: Callable[[jax.Array], tuple[jax.Array, jax.Array]] = field(init=False)
     params_finite: Callable[[Any], jax.Array] = field(init=False)
     compiled_learn: Any = field(init=False, default=None)  # ``learn`` compiled ahead of time
+    state_shardings: Any = field(init=False, default=None)  # of the learner state (None: 1 device)
 
     def __post_init__(self) -> None:
-        seeds = self.config.arch.num_seeds
-        self.learn = over_seeds(self.learn_chunk, seeds, donate=True)
-        self.evaluator = over_seeds(self.evaluate, seeds)
-        self.split = over_seeds(_split, seeds)
+        seeds, place = self.config.arch.num_seeds, self.placement
+        rep = place.replicated
+        if place.mesh is not None:
+            self.state_shardings = place.state_shardings(jax.eval_shape(self._init_states))
+        shardings = self.state_shardings
+        self.learn = over_seeds(self.learn_chunk, seeds, True, (shardings,), (shardings, rep))
+        self.evaluator = over_seeds(self.evaluate, seeds, False, (rep, rep), rep)
+        self.split = over_seeds(_split, seeds, False, (rep,), rep)
         self.params_finite = over_seeds(all_finite, 1)  # one flag over all seeds (no vmap)
 
     @property
@@ -137,15 +158,26 @@ class Run:
         )
         return _distinct_buffers(state)
 
-    def init(self) -> tuple[Any, jax.Array]:
-        """Initial learner state and host PRNG key of every seed (leading seed axis when S > 1):
-        ``key, init_key = split(PRNGKey(seed))``."""
+    def _keys(self) -> tuple[jax.Array, jax.Array]:
+        """``(host keys, init keys)``: ``key, init_key = split(PRNGKey(seed))`` of every seed
+        (stacked ``[S, 2]`` when S > 1)."""
         pairs = [jax.random.split(jax.random.PRNGKey(seed)) for seed in self.config.arch.seeds]
         if len(pairs) == 1:
-            key, init_key = pairs[0]
-            return self.init_state(init_key), key
-        state = jax.vmap(self.init_state)(jnp.stack([p[1] for p in pairs]))
-        return _distinct_buffers(state), jnp.stack([p[0] for p in pairs])
+            return pairs[0][0], pairs[0][1]
+        return jnp.stack([p[0] for p in pairs]), jnp.stack([p[1] for p in pairs])
+
+    def _init_states(self) -> LearnerState:
+        init_keys = self._keys()[1]
+        if self.config.arch.num_seeds == 1:
+            return self.init_state(init_keys)
+        return _distinct_buffers(jax.vmap(self.init_state)(init_keys))
+
+    def init(self) -> tuple[Any, jax.Array]:
+        """Initial learner state and host PRNG key of every seed (leading seed axis when S > 1),
+        laid out on the run's devices."""
+        state, key = self._init_states(), self._keys()[0]
+        place = self.placement
+        return place.put(state, self.state_shardings), place.put(key, place.replicated)
 
     def compile_learn(self, state: Any) -> Any:
         """``learn`` compiled ahead of time for ``state`` (once per run object)."""
@@ -170,11 +202,19 @@ def _distinct_buffers(tree: Any) -> Any:
 
 def _build(cfg: RunConfig) -> Run:
     ppo = cfg.ppo
+    devices = select_devices(cfg.arch.num_devices)
+    cfg.check_device_split(len(devices))
+    placement = Placement.create(devices, cfg.arch.num_seeds)
     env = make_env_stack(cfg.env, ppo.num_envs)
     network = make_network(cfg.network, env)
     optimizer = make_optimizer(ppo)
     update = make_update(
-        network.apply, env, optimizer, ppo, rollout_unroll=cfg.system.rollout_unroll
+        network.apply,
+        env,
+        optimizer,
+        ppo,
+        rollout_unroll=cfg.system.rollout_unroll,
+        layout_minibatches=placement.constrain_minibatches if placement.mesh else None,
     )
     eval_env = make_env_stack(cfg.env, cfg.arch.num_eval_envs)
     evaluate = make_evaluator(
@@ -194,6 +234,7 @@ def _build(cfg: RunConfig) -> Run:
         update=update,
         learn_chunk=make_learn_chunk(update, ppo.updates_per_chunk),
         evaluate=evaluate,
+        placement=placement,
     )
 
 
@@ -206,7 +247,7 @@ _CACHE_SIZE = 2
 
 def _compile_key(cfg: RunConfig) -> str:
     container = cfg.to_dict()
-    for key in ("logger", "checkpoint", "resume"):
+    for key in ("logger", "checkpoint", "distributed", "resume"):
         container.pop(key, None)
     container["arch"].pop("seed", None)
     container["arch"].pop("target_return", None)  # host-side only

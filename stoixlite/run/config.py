@@ -2,9 +2,10 @@
 
 ``parse(cfg) -> RunConfig`` turns the composed config (a ``DictConfig`` or plain mapping) into
 frozen dataclasses, one per group (``arch``, ``system``, ``network``, ``env``, ``logger``,
-``checkpoint``). Every module below the entry points takes these typed pieces; nothing else reads
-a ``DictConfig``. Parsing is strict and reports every mistake before anything compiles, one line
-per error (:class:`ConfigError`), each ``<key>=<value> is invalid: <what is allowed>``:
+``checkpoint``, ``distributed``). Every module below the entry points takes these typed pieces;
+nothing else reads a ``DictConfig``. Parsing is strict and reports every mistake before anything
+compiles, one line per error (:class:`ConfigError`), each
+``<key>=<value> is invalid: <what is allowed>``:
 
 * booleans accept only ``true``/``false`` (``env.obs_augment=no`` is an error);
 * integers accept integral floats and scientific notation (``arch.total_timesteps=5e6``) and
@@ -146,6 +147,8 @@ class ArchConfig:
 
     seed: int
     num_seeds: int = rule(POSITIVE_INT, default=1)  # seeds trained together: seed, seed + 1, ...
+    # devices per process the envs are split over (None: all of them)
+    num_devices: int | None = rule(POSITIVE_INT, default=None)
     total_timesteps: int = rule(POSITIVE_INT)
     num_envs: int = rule(POSITIVE_INT)
     num_evaluations: int = rule(POSITIVE_INT)
@@ -284,6 +287,19 @@ class CheckpointConfig:
 
 
 @dataclass(frozen=True, kw_only=True)
+class DistributedConfig:
+    """One run over several processes (``configs/distributed``; see docs/scaling.md): with
+    ``enabled``, every process calls ``jax.distributed.initialize`` before anything else runs.
+    ``None`` fields come from the cluster (SLURM, Open MPI, ``JAX_COORDINATOR_ADDRESS``)."""
+
+    enabled: bool = False
+    coordinator_address: str | None = None  # host:port of process 0
+    num_processes: int | None = rule(POSITIVE_INT, default=None)
+    process_id: int | None = rule(NON_NEGATIVE_INT, default=None)
+    timeout_s: int = rule(POSITIVE_INT, default=300)  # for every process to join
+
+
+@dataclass(frozen=True, kw_only=True)
 class RunConfig:
     """A whole run, parsed and checked."""
 
@@ -293,11 +309,26 @@ class RunConfig:
     env: EnvConfig
     logger: LoggerConfig
     checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    distributed: DistributedConfig = field(default_factory=DistributedConfig)
     resume: str | None = None
 
     @property
     def steps_per_update(self) -> int:
         return self.arch.num_envs * self.system.rollout_length
+
+    @property
+    def sequences_per_env(self) -> int:
+        """Training sequences cut from each env's rollout (1 for whole-rollout sequences)."""
+        bptt = self.system.bptt_length
+        return 1 if bptt in (0, self.system.rollout_length) else self.system.rollout_length // bptt
+
+    def check_device_split(self, num_devices: int) -> None:
+        """One-line :class:`ConfigError` unless the envs and every minibatch's sequences split
+        evenly over ``num_devices`` devices (all processes together)."""
+        errors = _Errors()
+        _check_device_split(errors, self, num_devices)
+        if errors:
+            raise ConfigError(errors)
 
     @property
     def ppo(self) -> PPOConfig:
@@ -605,6 +636,22 @@ def _check_budget(errors: _Errors, run: RunConfig) -> None:
             f"must be at least arch.num_evaluations x num_envs x rollout_length = "
             f"{arch.num_evaluations * run.steps_per_update}",
         )
+    if arch.num_devices is not None and not errors:
+        _check_device_split(errors, run, arch.num_devices)
+
+
+def _check_device_split(errors: _Errors, run: RunConfig, num_devices: int) -> None:
+    arch, system = run.arch, run.system
+    per_minibatch = arch.num_envs * run.sequences_per_env // system.num_minibatches
+    if arch.num_envs % num_devices or per_minibatch % num_devices:
+        errors.add(
+            "arch.num_envs",
+            arch.num_envs,
+            f"must split over {num_devices} devices (arch.num_devices={arch.num_devices!r}): "
+            f"num_envs and the {per_minibatch} sequences of each of the "
+            f"system.num_minibatches={system.num_minibatches} minibatches must be multiples of "
+            f"{num_devices}",
+        )
 
 
 _GROUPS = {
@@ -613,7 +660,23 @@ _GROUPS = {
     "env": EnvConfig,
     "logger": LoggerConfig,
     "checkpoint": CheckpointConfig,
+    "distributed": DistributedConfig,
 }
+# Groups a config may lack (configs saved before they existed): all defaults.
+_OPTIONAL_GROUPS = ("checkpoint", "distributed")
+
+
+def parse_distributed(cfg: DictConfig | Mapping[str, Any]) -> DistributedConfig:
+    """The ``distributed`` group alone (all defaults when absent): what must be known before
+    JAX starts, i.e. before :func:`parse`, whose env and memory registries import JAX code."""
+    given = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
+    if given.get("distributed") is None:
+        return DistributedConfig()
+    errors = _Errors()
+    section = _section(errors, DistributedConfig, given["distributed"], "distributed.")
+    if errors:
+        raise ConfigError(errors)
+    return section
 
 
 def parse(cfg: DictConfig | Mapping[str, Any] | RunConfig) -> RunConfig:
@@ -629,7 +692,7 @@ def parse(cfg: DictConfig | Mapping[str, Any] | RunConfig) -> RunConfig:
             _unknown(errors, "", str(key), given[key], top)
     parts: dict[str, Any] = {}
     for key, cls in _GROUPS.items():
-        if key == "checkpoint" and given.get(key) is None:
+        if key in _OPTIONAL_GROUPS and given.get(key) is None:
             continue
         parts[key] = _section(errors, cls, given.get(key), f"{key}.")
     parts["network"] = _network(errors, given.get("network"))

@@ -29,11 +29,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import jax
 from omegaconf import DictConfig, OmegaConf
 
 from stoixlite.run.build import build_run
-from stoixlite.run.config import RunConfig, parse
+from stoixlite.run.config import RunConfig, parse, parse_distributed
+from stoixlite.run.distributed import check_agreement, initialize, is_primary
 from stoixlite.run.divergence import (
     CollapseWatch,
     NonFiniteError,
@@ -42,6 +42,7 @@ from stoixlite.run.divergence import (
     nonfinite_message,
 )
 from stoixlite.run.resume import CONFIG_FILE, HostState, checkpoint_tree, restore
+from stoixlite.run.sharding import to_host
 from stoixlite.run.signals import StopRequest, TrainingInterrupted
 from stoixlite.tracking.metrics import summarize
 from stoixlite.tracking.recorder import Recorder
@@ -61,22 +62,31 @@ def train(
     record)`` is called after each chunk is logged, before the checkpoint decision (a hook for
     tests and tools).
     """
+    initialize(cfg.distributed if isinstance(cfg, RunConfig) else parse_distributed(cfg))
     cfg = parse(cfg)
     run_dir = Path(run_dir)
+    # What the run is, not how it was launched: a resumed run may use other processes.
+    saved_config = _saved_config(cfg)
+    check_agreement(
+        cfg.distributed.num_processes, config=saved_config, run_dir=str(run_dir.resolve())
+    )
+    run = build_run(cfg)  # refuses device counts that do not fit, before anything is written
+    primary = is_primary()
     run_dir.mkdir(parents=True, exist_ok=True)
-    run = build_run(cfg)
     num_chunks, seeds = cfg.arch.num_evaluations, cfg.arch.num_seeds
-    recorder = Recorder(cfg, run_dir, resume, run.steps_per_chunk * num_chunks)
+    recorder = Recorder(cfg, run_dir, resume, run.steps_per_chunk * num_chunks, primary)
     host = HostState()
     if resume:
         assert recorder.checkpointer is not None
         state, key, host, step = restore(run, recorder.checkpointer)
-        print(f"resuming {run_dir} from checkpoint {step} (chunk {host.chunk})")
+        if primary:
+            print(f"resuming {run_dir} from checkpoint {step} (chunk {host.chunk})")
     else:
         state, key = run.init()
-    (run_dir / CONFIG_FILE).write_text(OmegaConf.to_yaml(cfg.to_dict()))
-    if cfg.budget_note():
-        print(cfg.budget_note())
+    if primary:
+        (run_dir / CONFIG_FILE).write_text(saved_config)
+        if cfg.budget_note():
+            print(cfg.budget_note())
 
     start = time.perf_counter()
     learn = run.compile_learn(state)
@@ -90,9 +100,9 @@ def train(
                 chunk = host.chunk
                 tic = time.perf_counter()
                 state, chunk_metrics = learn(state)
-                chunk_metrics = jax.device_get(chunk_metrics)
+                chunk_metrics = to_host(chunk_metrics)
                 train_s = time.perf_counter() - tic
-                bad = first_nonfinite(chunk_metrics, run.params_finite(state.params))
+                bad = first_nonfinite(chunk_metrics, to_host(run.params_finite(state.params)))
                 if bad is not None:  # discard the chunk: nothing of it is logged or saved
                     ckpt = recorder.checkpointer
                     kept = ckpt.latest_step() if ckpt is not None else None
@@ -111,7 +121,8 @@ def train(
                         state, key, host, _ = restore(run, ckpt, kept)
                     host.rollbacks = rollbacks
                     recorder.rewind(cfg, host.logger_step)
-                    (run_dir / CONFIG_FILE).write_text(OmegaConf.to_yaml(cfg.to_dict()))
+                    if primary:
+                        (run_dir / CONFIG_FILE).write_text(_saved_config(cfg))
                     tic = time.perf_counter()
                     learn = run.compile_learn(state)
                     compile_s += time.perf_counter() - tic
@@ -128,7 +139,7 @@ def train(
                     recorder.progress.update(run.steps_per_chunk * host.chunk, {})
                     continue
                 key, eval_key = run.split(key)
-                eval_result = jax.device_get(run.evaluator(state.params, eval_key))
+                eval_result = to_host(run.evaluator(state.params, eval_key))
                 summary, per_seed = summarize(chunk_metrics, eval_result, seeds)
                 record = {
                     "step": run.steps_per_chunk * (chunk + 1),
@@ -166,11 +177,18 @@ def train(
         record = recorder.finish(ok, host.best_eval_return)
     final = float(record.get("eval/episode_return", math.nan))
     steps_done = int(record.get("step", run.steps_per_chunk * num_chunks))
-    print(
-        f"final eval return {final:.4f} after {steps_done} steps "
-        f"({time.perf_counter() - start:.1f}s, compile {compile_s:.1f}s); outputs in {run_dir}"
-    )
+    if primary:
+        print(
+            f"final eval return {final:.4f} after {steps_done} steps "
+            f"({time.perf_counter() - start:.1f}s, compile {compile_s:.1f}s); outputs in {run_dir}"
+        )
     return final
+
+
+def _saved_config(cfg: RunConfig) -> str:
+    """The YAML saved as the run's config: what the run is, not how it was launched (a resumed
+    run may use other processes, so ``distributed`` is left out)."""
+    return OmegaConf.to_yaml({k: v for k, v in cfg.to_dict().items() if k != "distributed"})
 
 
 def target_reached(eval_return: float, target: float | None) -> bool:

@@ -4,7 +4,8 @@ A checkpoint (one step directory under ``<run dir>/checkpoints/``, step = comple
 
 * ``state``: every leaf of the learner-state pytree (params, optimiser state, env states, last
   timesteps, memory carries, PRNG key, update counter; with a leading ``[S]`` axis when several
-  seeds are trained together), saved as a flat dict of arrays. Typed PRNG keys
+  seeds are trained together), saved as a flat dict of arrays. Arrays sharded over devices (and
+  processes) are saved where they live: every process writes its own shards. Typed PRNG keys
   (``jax.random.key``) are stored as their raw ``key_data`` plus the key implementation, raw
   ``uint32`` keys as they are; both are restored bit for bit.
 * ``host`` (JSON): the host-loop state (chunk index, host PRNG key data, logger step, anything the
@@ -12,7 +13,8 @@ A checkpoint (one step directory under ``<run dir>/checkpoints/``, step = comple
 
 Restoring needs a *template* (e.g. a freshly initialised learner state of the same config): the
 checkpoint's leaves are put back into the template's tree structure, so flax struct dataclasses,
-optax states and named tuples come back with their types. A checkpoint whose fingerprint (network
+optax states and named tuples come back with their types, and onto the template's shardings, so a
+checkpoint written on 4 devices restores onto 2 (or 1). A checkpoint whose fingerprint (network
 and env config, number of envs and seeds) differs from the current run's is refused with a
 one-line :class:`CheckpointMismatchError`; so is one whose leaves do not match the template.
 
@@ -189,21 +191,39 @@ def _leaf_meta(path: Any, leaf: Any) -> dict[str, Any]:
     return entry
 
 
-def pack_state(state: Any) -> tuple[dict[str, np.ndarray], list[dict[str, Any]]]:
-    """Flatten a pytree into ``{leaf_i: host array}`` plus per-leaf metadata (path, shape, dtype,
-    key implementation for typed keys)."""
+def pack_state(state: Any) -> tuple[dict[str, jax.Array], list[dict[str, Any]]]:
+    """Flatten a pytree into ``{leaf_i: array}`` (typed keys as their raw key data, every array
+    kept where it lives: a sharded global array stays sharded, so each process saves its own
+    shards) plus per-leaf metadata (path, shape, dtype, key implementation for typed keys)."""
     leaves_with_path, _ = jax.tree_util.tree_flatten_with_path(state)
-    arrays: dict[str, np.ndarray] = {}
+    arrays: dict[str, jax.Array] = {}
     meta: list[dict[str, Any]] = []
     for i, (path, leaf) in enumerate(leaves_with_path):
         meta.append(_leaf_meta(path, leaf))
-        raw = jax.random.key_data(leaf) if _is_typed_key(leaf) else leaf
-        arrays[_leaf_name(i)] = np.array(jax.device_get(raw), copy=True)
+        arrays[_leaf_name(i)] = jax.random.key_data(leaf) if _is_typed_key(leaf) else leaf
     return arrays, meta
 
 
-def unpack_state(template: Any, arrays: dict[str, Any], meta: list[dict[str, Any]]) -> Any:
-    """Inverse of :func:`pack_state` into ``template``'s tree structure (types preserved).
+def restore_targets(template: Any) -> dict[str, Any]:
+    """What each leaf of ``template`` is restored as: a ``ShapeDtypeStruct`` with the template
+    leaf's sharding (a checkpoint written on other devices is resharded onto these), or a host
+    array for host leaves."""
+    out: dict[str, Any] = {}
+    for i, leaf in enumerate(jax.tree_util.tree_leaves(template)):
+        raw = jax.random.key_data(leaf) if _is_typed_key(leaf) else leaf
+        if isinstance(raw, jax.Array):
+            out[_leaf_name(i)] = jax.ShapeDtypeStruct(raw.shape, raw.dtype, sharding=raw.sharding)
+        else:
+            host = np.asarray(raw)
+            out[_leaf_name(i)] = np.zeros(host.shape, host.dtype)
+    return out
+
+
+def unpack_state(
+    template: Any, arrays: dict[str, Any], meta: list[dict[str, Any]], check_only: bool = False
+) -> Any:
+    """Inverse of :func:`pack_state` into ``template``'s tree structure (types preserved);
+    ``check_only``: only compare ``meta`` with the template (returns ``None``).
 
     Raises :class:`CheckpointMismatchError` when the number, shapes or dtypes of the leaves (or
     the typed-key implementations) differ from the template's.
@@ -224,13 +244,15 @@ def unpack_state(template: Any, arrays: dict[str, Any], meta: list[dict[str, Any
                     f"checkpoint leaf {saved['path']} has {field} {saved.get(field)} but this "
                     f"run expects {expected.get(field)} at {expected['path']}"
                 )
-        value = np.asarray(arrays[_leaf_name(i)])
+        if check_only:
+            continue
+        value = arrays[_leaf_name(i)]
         if "key_impl" in saved:
             value = jax.random.wrap_key_data(value, impl=saved["key_impl"])
-        else:
+        elif not isinstance(value, jax.Array):
             value = jax.numpy.asarray(value)
         out.append(value)
-    return jax.tree_util.tree_unflatten(treedef, out)
+    return None if check_only else jax.tree_util.tree_unflatten(treedef, out)
 
 
 # --------------------------------------------------------------------------------------------
@@ -365,14 +387,16 @@ class Checkpointer:
         latest checkpoint falls back to the newest intact one (:meth:`newest_intact`).
         """
         if step is None or step == "latest":
-            step, host_item, arrays = self.newest_intact()
+            step, host_item, arrays = self.newest_intact(template=template)
         else:
             step = self._resolve_step(step)
-            host_item, arrays = self._load(step)
+            host_item, arrays = self._load(step, template)
         state = unpack_state(template, arrays, host_item["leaves"])
         return state, dict(host_item["host"]), step
 
-    def newest_intact(self, warn: bool = True) -> tuple[int, dict[str, Any], dict[str, Any]]:
+    def newest_intact(
+        self, warn: bool = True, template: Any = None
+    ) -> tuple[int, dict[str, Any], dict[str, Any]]:
         """``(step, host item, arrays)`` of the newest checkpoint that reads back completely.
 
         Newer unreadable checkpoints are skipped, each with one warning line (``warn``) naming it
@@ -392,7 +416,7 @@ class Checkpointer:
                 continue
             try:
                 with _quiet_absl():  # orbax logs its own parse errors of a broken file
-                    host_item, arrays = self._load(step)
+                    host_item, arrays = self._load(step, template)
             except CheckpointMismatchError:
                 raise
             except Exception as err:  # any read error: truncated, zeroed or missing files
@@ -414,8 +438,12 @@ class Checkpointer:
             f"no intact checkpoint in {self.directory}: steps {sorted(steps)} are all unreadable"
         )
 
-    def _load(self, step: int) -> tuple[dict[str, Any], dict[str, Any]]:
-        """The host item (fingerprint checked) and the state arrays of checkpoint ``step``."""
+    def _load(self, step: int, template: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The host item (fingerprint checked) and the state arrays of checkpoint ``step``.
+
+        With a ``template`` the leaves are checked against it before any array is read and come
+        back onto its shardings (:func:`restore_targets`); without one, as host numpy arrays of
+        the saved shapes (enough to check that the checkpoint reads back)."""
         host_item = self.read_host(step)
         saved_fp = host_item.get("fingerprint", {})
         if saved_fp.get("hash") != self.fingerprint.get("hash"):
@@ -424,16 +452,20 @@ class Checkpointer:
                 f"different network/env config ({fingerprint_diff(saved_fp, self.fingerprint)})"
             )
         meta = host_item["leaves"]
-        abstract = {
-            _leaf_name(i): np.zeros(m["shape"], dtype=np.dtype(m["dtype"]))
-            for i, m in enumerate(meta)
-        }
+        if template is not None:
+            targets = restore_targets(template)
+            unpack_state(template, targets, meta, check_only=True)
+        else:
+            targets = {
+                _leaf_name(i): np.zeros(m["shape"], dtype=np.dtype(m["dtype"]))
+                for i, m in enumerate(meta)
+            }
         restored = self._manager.restore(
-            step, args=ocp.args.Composite(state=ocp.args.StandardRestore(abstract))
+            step, args=ocp.args.Composite(state=ocp.args.StandardRestore(targets))
         )
         arrays = dict(restored["state"])
-        if set(arrays) != set(abstract):
-            raise ValueError(f"checkpoint {step} holds {len(arrays)} of {len(abstract)} leaves")
+        if set(arrays) != set(targets):
+            raise ValueError(f"checkpoint {step} holds {len(arrays)} of {len(targets)} leaves")
         return host_item, arrays
 
     def _quarantine(self, steps: list[int]) -> dict[int, Path]:

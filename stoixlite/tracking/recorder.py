@@ -26,11 +26,15 @@ class Recorder:
     progress bar are closed on exit).
 
     ``resume``: the run continues from its latest checkpoint (:attr:`checkpointer` is then always
-    open, even with checkpoints disabled).
+    open, even with checkpoints disabled). ``primary``: this process writes the metrics files,
+    W&B, the plot and the progress bar (process 0 of a multi-process run); every process takes
+    part in the checkpoints, which orbax writes collectively.
     """
 
-    def __init__(self, cfg: RunConfig, run_dir: Path, resume: bool, total_steps: int):
-        self.cfg, self.run_dir, self.resume = cfg, run_dir, resume
+    def __init__(
+        self, cfg: RunConfig, run_dir: Path, resume: bool, total_steps: int, primary: bool = True
+    ):
+        self.cfg, self.run_dir, self.resume, self.primary = cfg, run_dir, resume, primary
         ck = cfg.checkpoint
         self.checkpointer: Checkpointer | None = None
         if ck.enabled or resume:
@@ -40,7 +44,9 @@ class Recorder:
                 ck.keep_last,
                 ck.keep_best,
             )
-        self.progress = TrainingProgress(total_steps, cfg.name, enabled=cfg.logger.progress)
+        self.progress = TrainingProgress(
+            total_steps, cfg.name, enabled=cfg.logger.progress and primary
+        )
         self._writer: JsonlWriter | None = None
         self._seed_writer: JsonlWriter | None = None
         self._wandb: Any = None
@@ -50,6 +56,9 @@ class Recorder:
         """Open the outputs; a resumed run first drops the records written after its checkpoint
         (``logger_step`` records were written up to it) and shows ``step`` steps as done."""
         cfg, seeds = self.cfg, self.cfg.arch.num_seeds
+        if not self.primary:
+            self.progress.__enter__()
+            return
         if self.resume:
             truncate_jsonl(self.run_dir / METRICS_FILE, logger_step)
             truncate_jsonl(self.run_dir / PER_SEED_FILE, logger_step * seeds)

@@ -1,0 +1,69 @@
+"""Cluster sweeps through Hydra launchers (optional extra ``.[cluster]``): a joblib multirun of 2
+jobs in parallel processes, and the SLURM launcher configs composing with the SLURM fields."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import TINY
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from stoixlite.rec_ppo import CONFIG_DIR
+from stoixlite.tracking.jsonl import read_jsonl
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_joblib_launcher_runs_two_jobs(tmp_path):
+    pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    env = dict(os.environ, PYTHONPATH=path)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "stoixlite.rec_ppo",
+            "-m",
+            "hydra/launcher=joblib",
+            "hydra.launcher.n_jobs=2",
+            "arch.seed=0,1",
+            *TINY,
+            "logger.plot=false",
+            f"hydra.sweep.dir={tmp_path}",
+        ],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    jobs = sorted(p for p in tmp_path.iterdir() if p.is_dir() and not p.name.startswith("."))
+    assert [p.name.split("_")[0] for p in jobs] == ["0", "1"]
+    for seed, job in enumerate(jobs):
+        assert len(read_jsonl(job / "metrics.jsonl")) == 2
+        assert OmegaConf.load(job / "config.yaml").arch.seed == seed
+        hydra = OmegaConf.load(job / ".hydra" / "hydra.yaml").hydra
+        assert hydra.launcher._target_.endswith("JoblibLauncher")
+
+
+@pytest.mark.parametrize("launcher", ["slurm", "slurm_multinode"])
+def test_slurm_launcher_configs_compose(launcher):
+    pytest.importorskip("hydra_plugins.hydra_submitit_launcher")
+    with initialize_config_dir(str(CONFIG_DIR), version_base=None):
+        cfg = compose(
+            "config",
+            overrides=[f"hydra/launcher={launcher}", "distributed=slurm"],
+            return_hydra_config=True,
+        )
+    launch = cfg.hydra.launcher
+    assert launch._target_.endswith("SlurmLauncher")
+    for key in ("partition", "gpus_per_node", "nodes", "timeout_min", "array_parallelism"):
+        assert key in launch, key
+    if launcher == "slurm_multinode":
+        assert launch.nodes == 2 and launch.tasks_per_node == launch.gpus_per_node
+    assert cfg.distributed.enabled is True and cfg.distributed.num_processes is None
