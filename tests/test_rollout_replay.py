@@ -133,7 +133,8 @@ def test_burn_in_sequences_hold_the_preceding_steps():
     obs = jnp.arange(t * n, dtype=jnp.float32).reshape(t, n, 1)
     traj = types.Transition(
         **{f: obs[..., 0] for f in ("start", "action", "log_prob", "value", "reward")},
-        **{f: obs[..., 0] for f in ("discount", "last", "episode_return", "episode_length", "invalid_action")},
+        **{f: obs[..., 0] for f in ("discount", "last", "episode_return", "episode_length")},
+        invalid_action=obs[..., 0],
         obs=obs,
         next_obs=obs,
     )
