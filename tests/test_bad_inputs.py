@@ -89,7 +89,7 @@ BAD_INPUTS: list[tuple[list[str], str, int]] = [
     (["network.encoder_layers=-1"], "network.encoder_layers=-1 is invalid", CONFIG),
     # command-line overrides Hydra cannot apply
     (["env=popgym/nope"], "env=popgym/nope is invalid: choose one of ['gymnax/", CONFIG),
-    (["network=foo"], "network=foo is invalid: choose one of ['deltanet', 'elman', 'ffm'", CONFIG),
+    (["network=foo"], "network=foo is invalid: choose one of ['deltanet', 'elman'", CONFIG),
     (["system=nope"], "system=nope is invalid: choose one of ['rec_ppo']", CONFIG),
     (["logger=nope"], "logger=nope is invalid: choose one of ['default', 'wandb']", CONFIG),
     (["checkpoint=nope"], "checkpoint=nope is invalid: choose one of ['default']", CONFIG),

@@ -15,7 +15,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from stoixlite.networks.memory import available_memories, build_memory, memory_class
+from stoixlite.networks.memory import (
+    available_memories,
+    build_memory,
+    memory_class,
+    output_width,
+)
 
 jax.config.update("jax_enable_x64", False)
 
@@ -95,7 +100,7 @@ def test_output_shape_and_carry_stable(name):
         x, start = make_inputs(jax.random.key(2), t)
         for carry_in in (carry0, random_carry(carry0, jax.random.key(3))):
             carry, y = apply(params, carry_in, x, start)
-            assert y.shape == (t, B, H) and y.dtype == jnp.float32
+            assert y.shape == (t, B, output_width(name, H, F)) and y.dtype == jnp.float32
             assert jax.tree_util.tree_map(lambda a: (a.shape, a.dtype), carry) == spec
             assert np.all(np.isfinite(np.asarray(y)))
 
@@ -188,8 +193,14 @@ def test_gradients_finite_nonzero(name):
     model, params, _ = setup(name)
     x, _ = make_inputs(jax.random.key(14))
     start = jnp.zeros((T, B), bool).at[0].set(True).at[7, 1].set(True)
-    w = jax.random.normal(jax.random.key(15), (T, B, H))
+    w = jax.random.normal(jax.random.key(15), (T, B, output_width(name, H, F)))
     carry = model.initialize_carry(B)
+    if getattr(memory_class(name), "passthrough", False):
+        # No parameters: the input gradient is the loss weight itself (y is x).
+        assert not jax.tree_util.tree_leaves(params)
+        dx = jax.grad(lambda x_: jnp.sum(w * model.apply(params, carry, (x_, start))[1]))(x)
+        np.testing.assert_array_equal(np.asarray(dx), np.asarray(w))
+        return
 
     @jax.jit
     def loss(p):

@@ -10,7 +10,9 @@ is consumed. The returned carry is the state after step T-1. The carry may be an
 
 A model whose output at step t depends on ``x[t]`` alone (no state: ``mlp``, ``identity``)
 declares the class attribute ``stateless = True``; PPO then trains it on shuffled single
-transitions instead of sequences (:func:`is_stateless`).
+transitions instead of sequences (:func:`is_stateless`). A model without a layer of its own
+(``identity``) declares ``passthrough = True``: its output is its input, so ``y`` is
+``[T, B, F]`` and it has no parameters (:func:`output_width`).
 
 Adding a model: create ``stoixlite/networks/memory/<name>.py`` defining a module decorated with
 ``@register_memory("<name>")`` and ``configs/network/<name>.yaml``. Nothing else changes: the
@@ -52,6 +54,12 @@ def available_memories() -> list[str]:
 def memory_class(name: str) -> type[nn.Module]:
     """The module class registered under ``name`` (raises ``KeyError`` listing the choices)."""
     return MEMORIES.get(name)
+
+
+def output_width(name: str, hidden_size: int, input_width: int) -> int:
+    """The width of model ``name``'s output ``y``: ``input_width`` for a model that declares
+    ``passthrough = True``, else ``hidden_size``."""
+    return input_width if getattr(memory_class(name), "passthrough", False) else hidden_size
 
 
 def is_stateless(name: str) -> bool:

@@ -27,6 +27,7 @@ class IdentityMemory(nn.Module):
     """
 
     stateless: ClassVar[bool] = True
+    passthrough: ClassVar[bool] = True  # y is x: width F, no parameters
 
     hidden_size: int = 0
 
