@@ -9,6 +9,7 @@ from stoixlite.rec_ppo import train
 from stoixlite.tracking.jsonl import read_jsonl
 
 
+@pytest.mark.slow
 def test_gru_ppo_learns_cartpole(tmp_path):
     cfg = compose_config(
         [

@@ -1,14 +1,19 @@
-"""Every registered POPGym port trains end to end under rec_ppo (tiny budget, GRU)."""
+"""Every registered POPGym port trains end to end under rec_ppo (tiny budget, GRU), and its
+checkpoint plays the original popgym env (``evaluate --reference``: the declared reference class,
+observation encoding and action mapping)."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 from conftest import TINY, compose_config
 
 from stoixlite.envs.registry import available_envs
+from stoixlite.evaluate import evaluate_reference
 from stoixlite.rec_ppo import train
+from stoixlite.run.resume import load_run
 from stoixlite.tracking.jsonl import read_jsonl
 
 POPGYM_ENVS = [name for name in available_envs() if name.startswith("popgym/")]
@@ -30,3 +35,6 @@ def test_popgym_env_trains(tmp_path, env):
     last = records[-1]
     assert math.isfinite(last["loss/total"]) and math.isfinite(last["eval/episode_return"])
     assert last["loss/first_ratio_max_dev"] < 1e-4
+    run, state, _ = load_run(tmp_path)
+    returns = evaluate_reference(run, state.params, episodes=2, greedy=False, seed=0)
+    assert returns.shape == (2,) and np.isfinite(returns).all()

@@ -1,8 +1,9 @@
 """Rollout/replay identity: the first PPO minibatch replays exactly the rollout's log-probs/values.
 
-For every registered memory model, with whole sequences and with BPTT chunks, on an env whose
-episodes end mid-rollout (MemoryChain: 6 steps) so resets happen inside training sequences. A
-negative control shows the check can fail: replaying chunks from zeroed carries breaks it.
+For every registered memory model, with whole sequences, with BPTT chunks and with chunks after a
+burn-in (``system.burn_in``), on an env whose episodes end mid-rollout (MemoryChain: 6 steps) so
+resets happen inside training sequences. A negative control shows the check can fail: replaying
+chunks from zeroed carries breaks it.
 """
 
 from __future__ import annotations
@@ -35,14 +36,15 @@ OVERRIDES = [
 ]
 
 
-def replay_deviations(exp, key, bptts=(0, 4), zero_carries: bool = False, burn_in: int = 0):
-    """Replay one rollout as training does, for each BPTT length, in one compiled call.
+def replay_deviations(exp, key, cases=((0, 0), (4, 0)), zero_carries: bool = False):
+    """Replay one rollout as training does, for each ``(bptt_length, burn_in)`` case, in one
+    compiled call.
 
     The rollout starts mid-episode with a non-trivial carry (after a 5-step warm-up). Returns the
-    loss metrics per BPTT length (max |ratio - 1|, max |value - rollout value|) and the trajectory.
-    With ``burn_in`` the chunks are replayed after a burn-in; ``zero_carries`` then zeroes only
-    the chunks' stored carries (``init_carry``), which a burn-in replaces for every chunk but the
-    first.
+    loss metrics per case (max |ratio - 1|, max |value - rollout value|) and the trajectory.
+    ``zero_carries`` zeroes the carries the chunks start from: all stored carries without a
+    burn-in; with one, only the chunks' stored carries (``init_carry``), which the burn-in
+    replaces for every chunk but the first.
     """
 
     def run(key):
@@ -59,11 +61,12 @@ def replay_deviations(exp, key, bptts=(0, 4), zero_carries: bool = False, burn_i
         before = jax.tree.map(
             lambda c0, c: jnp.concatenate([c0[None], c[:-1]], 0), initial_carry, carries_after
         )
-        if zero_carries and not burn_in:
-            before = jax.tree.map(jnp.zeros_like, before)
         metrics = []
-        for b in bptts:
-            batch = make_sequences(traj, adv, target, before, b, burn_in)
+        for bptt, burn_in in cases:
+            stored = before
+            if zero_carries and not burn_in:
+                stored = jax.tree.map(jnp.zeros_like, before)
+            batch = make_sequences(traj, adv, target, stored, bptt, burn_in)
             if zero_carries and burn_in:
                 batch = batch.replace(init_carry=jax.tree.map(jnp.zeros_like, batch.init_carry))
             metrics.append(ppo_loss(state.params, exp.network.apply, batch, exp.ppo)[1])
@@ -72,19 +75,24 @@ def replay_deviations(exp, key, bptts=(0, 4), zero_carries: bool = False, burn_i
     return jax.jit(run)(key)
 
 
+# Whole rollouts, BPTT chunks of 4, and chunks of 4 after a 3-step burn-in (one compile).
+CASES = ((0, 0), (4, 0), (4, 3))
+
+
 @pytest.mark.parametrize("model", available_memories())
 def test_first_minibatch_replays_rollout(model):
+    """For every case, including burn-in, the trained steps replay the rollout exactly."""
     exp = build_run(compose_config(OVERRIDES + [f"network={model}"]))
-    all_metrics, traj = replay_deviations(exp, jax.random.PRNGKey(0))
+    all_metrics, traj = replay_deviations(exp, jax.random.PRNGKey(0), CASES)
     assert bool(np.asarray(traj.last).any()), "episodes must end mid-rollout"
-    for bptt, metrics in zip((0, 4), all_metrics, strict=True):
-        assert float(metrics["loss/ratio_max_dev"]) < 1e-5, (model, bptt)
-        assert float(metrics["loss/value_max_dev"]) < 1e-5, (model, bptt)
+    for case, metrics in zip(CASES, all_metrics, strict=True):
+        assert float(metrics["loss/ratio_max_dev"]) < 1e-5, (model, case)
+        assert float(metrics["loss/value_max_dev"]) < 1e-5, (model, case)
 
 
 def test_zeroed_chunk_carries_break_the_identity():
     exp = build_run(compose_config(OVERRIDES))
-    (metrics,), _ = replay_deviations(exp, jax.random.PRNGKey(0), bptts=(4,), zero_carries=True)
+    (metrics,), _ = replay_deviations(exp, jax.random.PRNGKey(0), ((4, 0),), zero_carries=True)
     assert float(metrics["loss/value_max_dev"]) > 1e-4
 
 
@@ -102,28 +110,16 @@ def test_update_reports_identity_on_first_minibatch():
     assert float(metrics["loss/ratio_max_dev"]) > 1e-6  # later minibatches do move the policy
 
 
-@pytest.mark.parametrize("model", available_memories())
-def test_burn_in_keeps_the_identity(model):
-    """With burn-in, the trained part of every chunk still replays the rollout exactly."""
-    exp = build_run(compose_config(OVERRIDES + [f"network={model}"]))
-    (metrics,), traj = replay_deviations(exp, jax.random.PRNGKey(1), bptts=(4,), burn_in=3)
-    assert bool(np.asarray(traj.last).any()), "episodes must end mid-rollout"
-    assert float(metrics["loss/ratio_max_dev"]) < 1e-5, model
-    assert float(metrics["loss/value_max_dev"]) < 1e-5, model
-
-
 def test_burn_in_replaces_the_stored_carries():
     """Zeroed stored carries break the identity without burn-in; with burn-in only chunk 0 uses
     its stored carry, so zeroing the others' changes nothing (the burn-in recomputes them)."""
     exp = build_run(compose_config(OVERRIDES))
     key = jax.random.PRNGKey(0)
-    (plain,), _ = replay_deviations(exp, key, bptts=(4,), zero_carries=True)
+    (plain, burned), _ = replay_deviations(exp, key, ((4, 0), (4, 4)), zero_carries=True)
     assert float(plain["loss/value_max_dev"]) > 1e-4
-    (burned,), _ = replay_deviations(exp, key, bptts=(4,), zero_carries=True, burn_in=4)
     assert float(burned["loss/value_max_dev"]) > 1e-4  # chunk 0 has no burn-in: still broken
     # Sequences 0..N-1 are chunk 0; drop them and the rest replay exactly from the burn-in.
-    exp_ok = build_run(compose_config(OVERRIDES))
-    (ok,), _ = replay_deviations(exp_ok, key, bptts=(4,), burn_in=4)
+    (ok,), _ = replay_deviations(exp, key, ((4, 4),))
     assert float(ok["loss/value_max_dev"]) < 1e-5
 
 
