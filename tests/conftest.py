@@ -43,3 +43,30 @@ def compose_config(overrides: list[str]) -> DictConfig:
 @pytest.fixture
 def tiny_overrides() -> list[str]:
     return list(TINY)
+
+
+def replay_inputs(exp, key, warmup: int):
+    """What training replays, inside a jitted function: one rollout of ``exp`` that starts after
+    ``warmup`` steps (mid-episode, non-trivial carry), its GAE and the carry before each step.
+
+    Returns ``(state, traj, adv, target, before)``: the learner state after the rollout,
+    the ``[T, N]`` trajectory, advantages and value targets, and the carries ``[T, N, ...]``.
+    """
+    import jax
+    import jax.numpy as jnp
+
+    from stoixlite.ppo.gae import gae_advantages
+    from stoixlite.ppo.rollout import bootstrap_values, rollout
+
+    state = exp.init_state(key)
+    state, _, _ = rollout(exp.network.apply, exp.env, state, warmup)
+    initial_carry = state.carry
+    state, traj, carries_after = rollout(exp.network.apply, exp.env, state, exp.ppo.rollout_length)
+    next_value = bootstrap_values(exp.network.apply, state.params, traj, carries_after)
+    adv, target = gae_advantages(
+        traj.reward, traj.discount, traj.last, traj.value, next_value, 0.99, 0.95
+    )
+    before = jax.tree.map(
+        lambda c0, c: jnp.concatenate([c0[None], c[:-1]], 0), initial_carry, carries_after
+    )
+    return state, traj, adv, target, before

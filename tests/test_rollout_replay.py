@@ -12,14 +12,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import compose_config
+from conftest import compose_config, replay_inputs
 
 from stoixlite.networks.memory import available_memories
 from stoixlite.ppo import types
-from stoixlite.ppo.gae import gae_advantages
 from stoixlite.ppo.learner import make_sequences
 from stoixlite.ppo.loss import ppo_loss
-from stoixlite.ppo.rollout import bootstrap_values, rollout
 from stoixlite.run.build import build_run
 
 OVERRIDES = [
@@ -48,19 +46,7 @@ def replay_deviations(exp, key, cases=((0, 0), (4, 0)), zero_carries: bool = Fal
     """
 
     def run(key):
-        state = exp.init_state(key)
-        state, _, _ = rollout(exp.network.apply, exp.env, state, 5)
-        initial_carry = state.carry
-        state, traj, carries_after = rollout(
-            exp.network.apply, exp.env, state, exp.ppo.rollout_length
-        )
-        next_value = bootstrap_values(exp.network.apply, state.params, traj, carries_after)
-        adv, target = gae_advantages(
-            traj.reward, traj.discount, traj.last, traj.value, next_value, 0.99, 0.95
-        )
-        before = jax.tree.map(
-            lambda c0, c: jnp.concatenate([c0[None], c[:-1]], 0), initial_carry, carries_after
-        )
+        state, traj, adv, target, before = replay_inputs(exp, key, warmup=5)
         metrics = []
         for bptt, burn_in in cases:
             stored = before

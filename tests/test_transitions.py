@@ -18,13 +18,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import compose_config
+from conftest import compose_config, replay_inputs
 
 from stoixlite.networks.dense import Dense, matmul, outer_sum
-from stoixlite.ppo.gae import gae_advantages
 from stoixlite.ppo.learner import make_sequences, sequence_length
 from stoixlite.ppo.loss import ppo_loss
-from stoixlite.ppo.rollout import bootstrap_values, rollout
 from stoixlite.run.build import build_run
 from stoixlite.run.config import parse
 
@@ -56,19 +54,7 @@ def loss_and_grads(exp, shift: float):
     """
 
     def run(key):
-        state = exp.init_state(key)
-        state, _, _ = rollout(exp.network.apply, exp.env, state, 3)
-        initial_carry = state.carry
-        state, traj, carries_after = rollout(
-            exp.network.apply, exp.env, state, exp.ppo.rollout_length
-        )
-        next_value = bootstrap_values(exp.network.apply, state.params, traj, carries_after)
-        adv, target = gae_advantages(
-            traj.reward, traj.discount, traj.last, traj.value, next_value, 0.99, 0.95
-        )
-        before = jax.tree.map(
-            lambda c0, c: jnp.concatenate([c0[None], c[:-1]], 0), initial_carry, carries_after
-        )
+        state, traj, adv, target, before = replay_inputs(exp, key, warmup=3)
         t, n = traj.reward.shape
         sequences = make_sequences(traj, adv, target, before, 0)
         steps = make_sequences(traj, adv, target, before, 1)  # [1, T*N], index t * N + n
