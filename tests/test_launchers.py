@@ -1,5 +1,7 @@
-"""Cluster sweeps through Hydra launchers (optional extra ``.[cluster]``): a joblib multirun of 2
-jobs in parallel processes, and the SLURM launcher configs composing with the SLURM fields."""
+"""Cluster sweeps through Hydra launchers (optional extra ``.[cluster]``): a multirun of 2 jobs in
+parallel processes through joblib and through submitit's local executor (the SLURM launcher's
+code path, with local processes instead of SLURM jobs), and the SLURM launcher configs composing
+with the SLURM fields."""
 
 from __future__ import annotations
 
@@ -19,8 +21,17 @@ from stoixlite.tracking.jsonl import read_jsonl
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def test_joblib_launcher_runs_two_jobs(tmp_path):
-    pytest.importorskip("hydra_plugins.hydra_joblib_launcher")
+LAUNCHERS = {
+    # hydra/launcher option: (plugin module, launcher class, its parallelism override)
+    "joblib": ("hydra_joblib_launcher", "JoblibLauncher", "hydra.launcher.n_jobs=2"),
+    "submitit_local": ("hydra_submitit_launcher", "LocalLauncher", "hydra.launcher.timeout_min=20"),
+}
+
+
+@pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
+def test_launcher_runs_two_jobs(tmp_path, launcher):
+    plugin, cls, parallel = LAUNCHERS[launcher]
+    pytest.importorskip(f"hydra_plugins.{plugin}")
     path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
     env = dict(os.environ, PYTHONPATH=path)
     proc = subprocess.run(
@@ -29,8 +40,8 @@ def test_joblib_launcher_runs_two_jobs(tmp_path):
             "-m",
             "stoixlite.rec_ppo",
             "-m",
-            "hydra/launcher=joblib",
-            "hydra.launcher.n_jobs=2",
+            f"hydra/launcher={launcher}",
+            parallel,
             "arch.seed=0,1",
             *TINY,
             "logger.plot=false",
@@ -48,7 +59,7 @@ def test_joblib_launcher_runs_two_jobs(tmp_path):
         assert len(read_jsonl(job / "metrics.jsonl")) == 2
         assert OmegaConf.load(job / "config.yaml").arch.seed == seed
         hydra = OmegaConf.load(job / ".hydra" / "hydra.yaml").hydra
-        assert hydra.launcher._target_.endswith("JoblibLauncher")
+        assert hydra.launcher._target_.endswith(cls)
 
 
 @pytest.mark.parametrize("launcher", ["slurm", "slurm_multinode"])
