@@ -94,8 +94,8 @@ BAD_INPUTS: list[tuple[list[str], str, int]] = [
     (["logger=nope"], "logger=nope is invalid: choose one of ['default', 'wandb']", CONFIG),
     (["checkpoint=nope"], "checkpoint=nope is invalid: choose one of ['default']", CONFIG),
     (["-m", "network=gru,nope"], "network=nope is invalid: choose one of", CONFIG),
-    (["foo=3"], "Could not override 'foo'", CONFIG),
-    (["system.lrr=0.1"], "Could not override 'system.lrr'", CONFIG),
+    (["foo=3"], "foo='3' is invalid: unknown key (valid keys: ['arch'", CONFIG),
+    (["system.lrr=0.1"], "unknown key (did you mean system.lr?)", CONFIG),
     (["arch.num_envs"], "Error parsing override 'arch.num_envs'", CONFIG),
     (["arch.num_envs=[1,2"], "no viable alternative at input '[1,2'", CONFIG),
     # resume= and run-directory files

@@ -401,10 +401,15 @@ def _nearest(key: str, valid: Sequence[str]) -> str | None:
     return close[0] if close else None
 
 
-def _unknown(errors: _Errors, prefix: str, key: str, value: Any, valid: Sequence[str]) -> None:
+def unknown_key_hint(prefix: str, key: str, valid: Sequence[str]) -> str:
+    """``unknown key (did you mean <prefix><nearest>?)``, or the valid keys when none is close."""
     near = _nearest(key, valid)
     hint = f"did you mean {prefix}{near}?" if near else f"valid keys: {sorted(valid)}"
-    errors.add(f"{prefix}{key}", value, f"unknown key ({hint})")
+    return f"unknown key ({hint})"
+
+
+def _unknown(errors: _Errors, prefix: str, key: str, value: Any, valid: Sequence[str]) -> None:
+    errors.add(f"{prefix}{key}", value, unknown_key_hint(prefix, key, valid))
 
 
 def _type_words(tp: Any) -> str:

@@ -13,13 +13,18 @@ allowed; :mod:`stoixlite.rec_ppo` prints it and exits with status 2 before anyth
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
+from omegaconf import DictConfig, OmegaConf
+
+from stoixlite.run.config import unknown_key_hint
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
 _SWEEP_SYNTAX = ("(", "[", "${")
+_MISSING_KEY = re.compile(r"Could not override '([^']+)'")
 
 
 def group_options(config_dir: Path, group: str) -> list[str]:
@@ -59,15 +64,42 @@ def compose_error(argv: list[str], config_dir: Path, config_name: str = "config"
     overrides = [arg for arg in argv if not arg.startswith("-")]
     if len(overrides) != len(argv):  # other Hydra flags (--cfg, --help, ...): Hydra's business
         return None
+    try:
+        _compose(config_dir, config_name, overrides)
+    except Exception as err:  # Hydra's override, composition and parse errors
+        missing = _MISSING_KEY.search(str(err))
+        if missing:
+            return _missing_key_error(missing.group(1), overrides, config_dir, config_name)
+        return _one_line(str(err))
+    return None
+
+
+def _compose(config_dir: Path, config_name: str, overrides: list[str]) -> DictConfig:
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(str(config_dir), version_base=None):
-            compose(config_name, overrides=overrides)
-    except Exception as err:  # Hydra's override, composition and parse errors
-        return _one_line(str(err))
+            return compose(config_name, overrides=overrides)
     finally:
         GlobalHydra.instance().clear()
-    return None
+
+
+def _missing_key_error(path: str, overrides: list[str], config_dir: Path, config_name: str) -> str:
+    """``key=value is invalid: unknown key (did you mean ...?)`` for an override of a key the
+    composed config does not have (the same line the typed parse gives for ``+key=value``)."""
+    (own,) = [o for o in overrides if o.split("=", 1)[0] == path] or [f"{path}="]
+    rest = [o for o in overrides if o != own]
+    parent, _, key = path.rpartition(".")
+    try:
+        composed = _compose(config_dir, config_name, rest)
+        node = OmegaConf.select(composed, parent) if parent else composed
+        valid = [str(k) for k in node] if isinstance(node, DictConfig) else []
+    except Exception:  # another override is broken too: it is reported once this one is fixed
+        valid = []
+    value = own.split("=", 1)[1]
+    prefix = f"{parent}." if parent else ""
+    if not valid:
+        return f"{own} is invalid: unknown key"
+    return f"{path}={value!r} is invalid: {unknown_key_hint(prefix, key, valid)}"
 
 
 def override_error(argv: list[str], config_dir: Path) -> str | None:
