@@ -13,6 +13,16 @@ actor-critic of a config is measured on them:
   first observation is replaced by each possible first card (the other steps kept) and the mean
   total-variation distance between the resulting policies is reported (0: the first observation
   is forgotten; 1: the policy is a function of it).
+* ``copy`` (with ``env.obs_augment``, whose input holds the previous action): at the steps t >= 1
+  where the random previous action differs from the oracle action, the fraction of greedy actions
+  that copy the previous action, and the fraction that give the oracle. An agent that keeps the
+  first card in its memory recalls (oracle 1, copy 0); an agent that learnt the shortcut "repeat
+  my previous action" (right only while its own previous actions were right) copies (copy 1).
+* ``intervene`` (with the previous action in the input): greedy on-policy episodes; at step
+  ``L // 4`` the previous action in the input is replaced by another action. Over the episodes
+  whose agent was right until then: the fraction whose action at that step follows the injected
+  action (``copy``) or stays with the first card (``recall``), and over the rest of the episode
+  the fraction of steps that repeat the injected action (``chain``) or recall the first card.
 * ``probe``: the same network trained by supervised learning (cross-entropy to the oracle action at
   every step, whole episodes, the PPO optimiser) for ``--probe-steps`` gradient steps; reports the
   oracle accuracy by episode position. It separates "the memory cannot learn to hold" from "the
@@ -62,14 +72,18 @@ def raw_env(cfg: RunConfig) -> Any:
     env = make(cfg.env.name, **kwargs)
     if not hasattr(env, "oracle_action"):
         raise SystemExit(f"error: env {cfg.env.name} has no oracle_action; pick a card task")
-    return ObsAugmentWrapper(env) if cfg.env.obs_augment else env
+    if not cfg.env.obs_augment:
+        return env
+    return ObsAugmentWrapper(
+        env, prev_reward=cfg.env.obs_prev_reward, prev_action=cfg.env.obs_prev_action
+    )
 
 
 def episodes(env: Any, key: jax.Array, batch: int, length: int) -> dict[str, jax.Array]:
     """``batch`` episodes of ``length`` steps with uniform random actions.
 
-    Returns ``obs [L, B, F]``, ``start [L, B]`` (true at t = 0) and ``oracle [L, B]`` (the oracle
-    action for the observation at t).
+    Returns ``obs [L, B, F]``, ``start [L, B]`` (true at t = 0), ``oracle [L, B]`` (the oracle
+    action for the observation at t) and ``action [L, B]`` (the random action taken at t).
     """
     inner = env.unwrapped
     n = env.action_space.n
@@ -84,14 +98,14 @@ def episodes(env: Any, key: jax.Array, batch: int, length: int) -> dict[str, jax
             oracle = inner.oracle_action(raw)
             action = jax.random.randint(k, (), 0, n)
             state, next_ts = env.step(state, action)
-            return (state, next_ts), (ts.observation, oracle)
+            return (state, next_ts), (ts.observation, oracle, action)
 
-        _, (obs, oracle) = jax.lax.scan(step, (state, ts), jax.random.split(key, length))
-        return obs, oracle
+        _, out = jax.lax.scan(step, (state, ts), jax.random.split(key, length))
+        return out
 
-    obs, oracle = jax.vmap(one, out_axes=1)(jax.random.split(key, batch))
+    obs, oracle, action = jax.vmap(one, out_axes=1)(jax.random.split(key, batch))
     start = jnp.zeros(oracle.shape, bool).at[0].set(True)
-    return {"obs": obs, "start": start, "oracle": oracle}
+    return {"obs": obs, "start": start, "oracle": oracle, "action": action}
 
 
 def policy_logits(network: Any, params: Any, obs: jax.Array, start: jax.Array) -> jax.Array:
@@ -151,6 +165,74 @@ def hold(network: Any, params: Any, data: dict[str, jax.Array], env: Any) -> np.
     return np.asarray(sum(tv) / len(tv))
 
 
+def copy_and_recall(network: Any, params: Any, data: dict[str, jax.Array]) -> dict[str, np.ndarray]:
+    """``copy [L]`` and ``recall [L]``: at the steps t >= 1 whose previous action (in the input)
+    differs from the oracle action, the fraction of greedy actions equal to the previous action
+    and to the oracle action (NaN at t = 0)."""
+    greedy = policy_logits(network, params, data["obs"], data["start"]).argmax(-1)  # [L, B]
+    prev = jnp.concatenate([data["action"][:1], data["action"][:-1]])
+    differs = (prev != data["oracle"]).at[0].set(False)
+    count = differs.sum(-1)
+
+    def rate(hit: jax.Array) -> np.ndarray:
+        frac = (hit & differs).sum(-1) / jnp.maximum(count, 1)
+        return np.where(np.asarray(count) > 0, np.asarray(frac), np.nan)
+
+    return {"copy": rate(greedy == prev), "recall": rate(greedy == data["oracle"])}
+
+
+def intervene(
+    network: Any, params: Any, env: Any, key: jax.Array, batch: int, length: int
+) -> dict[str, float]:
+    """On-policy greedy episodes with one injected previous action at step ``length // 4``."""
+    inner = env.unwrapped
+    n = env.action_space.n
+    obs_width = int(np.prod(inner.observation_space.shape))
+    at = length // 4
+
+    def one(key: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        key, reset_key = jax.random.split(key)
+        state, ts = env.reset(reset_key)
+
+        def step(carry, inputs):
+            state, obs, memory = carry
+            t, k = inputs
+            raw = state.env_state if hasattr(state, "env_state") else state
+            taken = obs[obs_width : obs_width + n].argmax()
+            injected = (taken + jax.random.randint(k, (), 1, n)) % n
+            obs = jnp.where(
+                t == at, obs.at[obs_width : obs_width + n].set(jax.nn.one_hot(injected, n)), obs
+            )
+            memory, (dist, _) = network.apply(params, memory, obs[None, None], (t == 0)[None, None])
+            action = dist.logits[0, 0].argmax()
+            state, next_ts = env.step(state, action)
+            return (state, next_ts.observation, memory), (
+                action,
+                inner.oracle_action(raw),
+                injected,
+            )
+
+        init = (state, ts.observation, network.initialize_carry(1))
+        steps = (jnp.arange(length), jax.random.split(key, length))
+        _, out = jax.lax.scan(step, init, steps)
+        return out
+
+    action, oracle, injected = jax.jit(jax.vmap(one))(jax.random.split(key, batch))
+    action, oracle, injected = (np.asarray(x) for x in (action, oracle, injected))
+    right = (action[:, :at] == oracle[:, :at]).all(1)
+    inj = injected[:, at : at + 1]
+    after = slice(at + 1, length)
+    sel = right if right.any() else np.ones_like(right)
+    return {
+        "step": at,
+        "episodes_right_until_step": float(f"{right.mean():.3g}"),
+        "copy": float(f"{(action[sel, at] == inj[sel, 0]).mean():.3g}"),
+        "recall": float(f"{(action[sel, at] == oracle[sel, at]).mean():.3g}"),
+        "chain_after": float(f"{(action[sel, after] == inj[sel]).mean():.3g}"),
+        "recall_after": float(f"{(action[sel, after] == oracle[sel, after]).mean():.3g}"),
+    }
+
+
 def probe(
     cfg: RunConfig,
     network: Any,
@@ -208,6 +290,9 @@ def position_summary(values: np.ndarray, name: str) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", help="a run directory: measure its latest checkpoint")
+    parser.add_argument(
+        "--run-seed", type=int, default=0, help="with --run: which of its seeds (0-based index)"
+    )
     parser.add_argument("--episodes", type=int, default=64, help="episodes per measurement")
     parser.add_argument("--probe-steps", type=int, default=0, help="supervised probe steps")
     parser.add_argument("--probe-batch", type=int, default=16, help="episodes per probe step")
@@ -220,7 +305,11 @@ def main(argv: list[str] | None = None) -> int:
         from stoixlite.run.resume import load_run
 
         run, learner, _ = load_run(args.run)
-        cfg, network, params = run.config, run.network, run.seed_params(learner.params)[0]
+        cfg, network, params = (
+            run.config,
+            run.network,
+            run.seed_params(learner.params)[args.run_seed],
+        )
     else:
         cfg = load_config(args.overrides)
         env_for_shapes = raw_env(cfg)
@@ -237,10 +326,36 @@ def main(argv: list[str] | None = None) -> int:
     key = jax.random.PRNGKey(args.seed + 1000)
     data = episodes(env, key, args.episodes, length)
     label = {"network": cfg.network.name, "env": cfg.env.name, "difficulty": cfg.env.difficulty}
+    if args.run:
+        label["run_seed"] = cfg.arch.seed + args.run_seed
     records = [
         {**label, "measure": "reach", **position_summary(reach(network, params, data), "reach")},
         {**label, "measure": "hold", **position_summary(hold(network, params, data, env), "hold")},
     ]
+    if cfg.env.obs_augment and cfg.env.obs_prev_action:
+        rates = copy_and_recall(network, params, data)
+        records.append(
+            {
+                **label,
+                "measure": "copy",
+                **position_summary(rates["copy"], "copy"),
+                **position_summary(rates["recall"], "recall"),
+            }
+        )
+        records.append(
+            {
+                **label,
+                "measure": "intervene",
+                **intervene(
+                    network,
+                    params,
+                    env,
+                    jax.random.PRNGKey(args.seed + 3000),
+                    args.episodes,
+                    length,
+                ),
+            }
+        )
     for r in records:
         print(json.dumps(r), flush=True)
     if args.probe_steps:

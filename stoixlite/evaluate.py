@@ -78,7 +78,7 @@ def evaluate_reference(run: Run, params: Any, episodes: int, greedy: bool, seed:
         return np.asarray(a, np.float32).reshape(-1)
 
     act_width = int(space.n) if isinstance(space, Discrete) else int(np.prod(space.shape))
-    prev_action = np.zeros((episodes, act_width), np.float32)
+    prev_action = np.zeros((episodes, act_width if cfg.env.obs_prev_action else 0), np.float32)
     last_reward = np.zeros((episodes, 1 if cfg.env.obs_prev_reward else 0), np.float32)
     carry = run.network.initialize_carry(episodes)
     returns = np.zeros(episodes, np.float64)
@@ -101,7 +101,8 @@ def evaluate_reference(run: Run, params: Any, episodes: int, greedy: bool, seed:
                 continue
             obs[i], reward, terminated, truncated, _ = env.step(reference.action(port, action[i]))
             returns[i] += float(reward)
-            prev_action[i] = encode_action(action[i])
+            if cfg.env.obs_prev_action:
+                prev_action[i] = encode_action(action[i])
             last_reward[i] = float(reward)
             done[i] = terminated or truncated
         if done.all():

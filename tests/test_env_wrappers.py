@@ -185,6 +185,48 @@ def test_obs_prev_reward_around_auto_reset():
         wrap_env(CountingEnv(), obs_augment=False, obs_prev_reward=True)
 
 
+def test_obs_prev_action_off_keeps_the_is_first_flag():
+    """``obs_prev_action=False``: the augmentation is [obs, (prev reward,) is_first], no action."""
+    env = wrap_env(CountingEnv(length=2), obs_augment=True, obs_prev_action=False)
+    assert env.observation_space.shape == (2 + 1,)
+    actions = jnp.array([2, 1, 0, 2], jnp.int32)
+    ts0, traj = rollout(env, actions)
+    full_ts0, full = rollout(wrap_env(CountingEnv(length=2), obs_augment=True), actions)
+    keep = [0, 1, 5]  # the full layout without the action one-hot (columns 2-4)
+    np.testing.assert_array_equal(ts0.observation, np.asarray(full_ts0.observation)[keep])
+    np.testing.assert_array_equal(
+        np.asarray(traj.observation), np.asarray(full.observation)[:, keep]
+    )
+    np.testing.assert_array_equal(
+        np.asarray(traj.extras["next_obs"]), np.asarray(full.extras["next_obs"])[:, keep]
+    )
+    with_reward = wrap_env(
+        CountingEnv(length=2), obs_augment=True, obs_prev_action=False, obs_prev_reward=True
+    )
+    _, traj = rollout(with_reward, actions)
+    # rewards 10 t + a: 12, 21 (LAST: the auto-reset observation), 10, 22 (LAST)
+    expected = [[12, 0], [0, 1], [10, 0], [0, 1]]
+    np.testing.assert_array_equal(np.asarray(traj.observation)[:, 2:], expected)
+
+
+def test_obs_prev_action_config_and_fingerprint():
+    """``env.obs_prev_action`` parses as a strict bool; at its default it is left out of the
+    checkpoint fingerprint (checkpoints written before the key existed still restore)."""
+    from conftest import compose_config
+
+    from stoixlite.run.config import ConfigError, parse
+    from stoixlite.tracking.checkpointing import config_fingerprint
+
+    default = config_fingerprint(compose_config(["env=popgym/repeat_previous"]))
+    off = config_fingerprint(
+        compose_config(["env=popgym/repeat_previous", "env.obs_prev_action=false"])
+    )
+    assert "obs_prev_action" not in default["env"]
+    assert off["env"]["obs_prev_action"] is False and off["hash"] != default["hash"]
+    with pytest.raises(ConfigError, match=r"^env.obs_prev_action='no' is invalid: .*true or false"):
+        parse(compose_config(["env.obs_prev_action=no"]))
+
+
 def test_obs_prev_reward_config_needs_obs_augment():
     from conftest import compose_config
 

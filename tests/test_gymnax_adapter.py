@@ -3,6 +3,9 @@ agreement with gymnax's own ``step`` trajectory."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import gymnax
@@ -203,7 +206,7 @@ def test_registered_envs_and_configs(env_id):
         f"# @package _global_\nenv:\n  name: {name}\n  difficulty: null\n  obs_augment: false\n"
         "  obs_prev_reward: false "
     )
-    assert text.count("\n") == 6
+    assert text.count("\n") == 7
 
 
 def test_bad_factory_kwargs_raise():
@@ -211,3 +214,22 @@ def test_bad_factory_kwargs_raise():
         make("gymnax/CartPole-v1", not_a_param=3)
     with pytest.raises(ValueError, match="difficulty"):
         make("gymnax/CartPole-v1", difficulty="hard")
+
+
+def test_listing_envs_does_not_import_gymnax():
+    """Config parsing lists every env name; gymnax (seconds of imports: seaborn, pandas, ...) is
+    imported only when a gymnax env is made, so popgym runs start without it."""
+    code = (
+        "import sys\n"
+        "from stoixlite.envs.registry import available_envs, make\n"
+        "assert 'gymnax/CartPole-v1' in available_envs()\n"
+        "make('popgym/repeat_first')\n"
+        "assert 'gymnax' not in sys.modules, 'gymnax imported'\n"
+        "make('gymnax/CartPole-v1')\n"
+        "assert 'gymnax' in sys.modules\n"
+    )
+    checkout = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=checkout, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]

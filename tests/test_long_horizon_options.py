@@ -58,4 +58,5 @@ def test_popgym_protocol_preset():
     assert ppo.num_envs * ppo.rollout_length // ppo.num_minibatches == 8 * 1024
     assert cfg.network.hidden_size == 256 and cfg.network.embed_size == 128
     assert cfg.network.head_size == 128 and cfg.env.obs_augment is True
+    assert cfg.env.obs_prev_action is True  # the paper feeds it to every task
     assert ppo.gamma == 0.99

@@ -45,25 +45,34 @@ constructor, e.g. ``env_kwargs={"num_bits": 2}`` for MemoryChain):
 
 from __future__ import annotations
 
+import functools
+import types
 from functools import partial
 from typing import Any
 
-import gymnax
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import struct
-from gymnax.environments import spaces as gymnax_spaces
 
 from stoixlite.envs.actions import worst_valid_step
 from stoixlite.envs.registry import register_env
 from stoixlite.envs.types import Box, Discrete, Environment, Space, TimeStep, restart, transition
 
-if not hasattr(gymnax.environments.environment.Environment, "is_truncated"):
-    raise ImportError(
-        "stoixlite needs gymnax >= 1.0 (separate is_terminated/is_truncated); "
-        f"found gymnax {getattr(gymnax, '__version__', 'unknown')}"
-    )
+
+@functools.cache
+def _gymnax() -> types.ModuleType:
+    """gymnax, imported on first use: its import (seaborn, pandas, ...) takes seconds, and the
+    registry imports this module to list the env names of every run."""
+    import gymnax
+    import gymnax.environments.spaces
+
+    if not hasattr(gymnax.environments.environment.Environment, "is_truncated"):
+        raise ImportError(
+            "stoixlite needs gymnax >= 1.0 (separate is_terminated/is_truncated); "
+            f"found gymnax {getattr(gymnax, '__version__', 'unknown')}"
+        )
+    return gymnax
 
 
 @struct.dataclass
@@ -78,6 +87,7 @@ def _bounds(value: Any) -> float | tuple[float, ...]:
 
 
 def _convert_space(space: Any, *, flatten: bool) -> Space:
+    gymnax_spaces = _gymnax().environments.spaces
     if isinstance(space, gymnax_spaces.Discrete):
         return Discrete(n=int(space.n), dtype=jnp.int32)
     if isinstance(space, gymnax_spaces.Box):
@@ -107,7 +117,7 @@ class GymnaxEnv(Environment):
     ):
         if difficulty is not None:
             raise ValueError(f"gymnax/{env_id} has no difficulty levels; got {difficulty!r}")
-        env, params = gymnax.make(env_id, **(env_kwargs or {}))
+        env, params = _gymnax().make(env_id, **(env_kwargs or {}))
         unknown = set(param_overrides) - set(params.__dataclass_fields__)
         if unknown:
             raise ValueError(

@@ -153,9 +153,9 @@ class ObsAugmentWrapper(Wrapper):
     and optionally the previous reward.
 
     Observation ``[D]`` becomes ``[D + A + 1]`` (float32), or ``[D + A + 2]`` with
-    ``prev_reward=True``::
+    ``prev_reward=True``; with ``prev_action=False`` the action encoding is left out (A = 0)::
 
-        concat(obs.reshape(-1), prev_action_encoding [A], (prev_reward [1],) is_first [1])
+        concat(obs.reshape(-1), (prev_action_encoding [A],) (prev_reward [1],) is_first [1])
 
     where the previous-action encoding is ``one_hot(action, n)`` for ``Discrete(n)`` (A = n) and the
     flattened action vector, clipped to the action bounds as the env applies it, for ``Box``
@@ -166,17 +166,18 @@ class ObsAugmentWrapper(Wrapper):
     *below* :class:`AutoResetWrapper` (see :func:`wrap_env`).
     """
 
-    def __init__(self, env: Environment, prev_reward: bool = False):
+    def __init__(self, env: Environment, prev_reward: bool = False, prev_action: bool = True):
         super().__init__(env)
         self._prev_reward = bool(prev_reward)
+        self._prev_action = bool(prev_action)
         obs_space = env.observation_space
         obs_dim = int(np.prod(obs_space.shape, dtype=np.int64))
         self._obs_dim = obs_dim
-        self._act_dim = _action_width(env.action_space)
+        self._act_dim = _action_width(env.action_space) if self._prev_action else 0
         obs_low = _flat_bounds(obs_space.low, obs_dim, tuple(obs_space.shape))
         obs_high = _flat_bounds(obs_space.high, obs_dim, tuple(obs_space.shape))
         space = env.action_space
-        if isinstance(space, Discrete):
+        if isinstance(space, Discrete) or not self._prev_action:
             act_low = np.zeros(self._act_dim)
             act_high = np.ones(self._act_dim)
         else:
@@ -194,6 +195,8 @@ class ObsAugmentWrapper(Wrapper):
         )
 
     def _encode_action(self, action: jax.Array) -> jax.Array:
+        if not self._prev_action:
+            return jnp.zeros((0,), jnp.float32)
         space = self.action_space
         if isinstance(space, Discrete):  # out-of-range integers give an all-zero one-hot
             return jax.nn.one_hot(action, space.n, dtype=jnp.float32)
@@ -388,11 +391,13 @@ def wrap_env(
     batch_axis: str | None = None,
     obs_prev_reward: bool = False,
     check_actions: bool = False,
+    obs_prev_action: bool = True,
 ) -> Environment:
     """The standard (unbatched) stack: raw -> InvalidActionFlag -> ObsAugment (optional) ->
     AutoReset -> EpisodeStats (-> ActionCheck with ``check_actions``).
 
-    ``obs_prev_reward`` (only with ``obs_augment``) adds the previous reward to the augmentation.
+    ``obs_prev_reward`` (only with ``obs_augment``) adds the previous reward to the augmentation;
+    ``obs_prev_action=False`` leaves the previous action out of it (is-first flag only).
 
     On an auto-reset step the returned observation is the augmented first observation of the new
     episode (is_first = 1, zero previous action) and ``extras["next_obs"]`` is the augmented true
@@ -405,7 +410,7 @@ def wrap_env(
         raise ValueError("obs_prev_reward requires obs_augment")
     env = InvalidActionFlagWrapper(env)
     if obs_augment:
-        env = ObsAugmentWrapper(env, prev_reward=obs_prev_reward)
+        env = ObsAugmentWrapper(env, prev_reward=obs_prev_reward, prev_action=obs_prev_action)
     env = AutoResetWrapper(env, batch_axis=batch_axis)
     env = EpisodeStatsWrapper(env)
     return ActionCheckWrapper(env) if check_actions else env
@@ -418,6 +423,7 @@ def make_batched_env(
     obs_augment: bool,
     obs_prev_reward: bool = False,
     check_actions: bool = False,
+    obs_prev_action: bool = True,
 ) -> Environment:
     """:func:`wrap_env` vmapped over ``num_envs`` copies, resets computed only when needed.
 
@@ -425,7 +431,11 @@ def make_batched_env(
     callback per step (``env.check_actions=true``).
     """
     stack = wrap_env(
-        env, obs_augment=obs_augment, batch_axis=ENV_AXIS, obs_prev_reward=obs_prev_reward
+        env,
+        obs_augment=obs_augment,
+        batch_axis=ENV_AXIS,
+        obs_prev_reward=obs_prev_reward,
+        obs_prev_action=obs_prev_action,
     )
     batched = VmapWrapper(stack, num_envs)
     return ActionCheckWrapper(batched) if check_actions else batched

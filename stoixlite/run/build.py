@@ -51,6 +51,7 @@ def make_env_stack(
         num_envs,
         obs_augment=env_cfg.obs_augment,
         obs_prev_reward=env_cfg.obs_prev_reward,
+        obs_prev_action=env_cfg.obs_prev_action,
         check_actions=env_cfg.check_actions if check_actions is None else check_actions,
     )
 
@@ -175,7 +176,10 @@ class Run:
     def init(self) -> tuple[Any, jax.Array]:
         """Initial learner state and host PRNG key of every seed (leading seed axis when S > 1),
         laid out on the run's devices."""
-        state, key = self._init_states(), self._keys()[0]
+        # One compiled program (run eagerly, the network's init alone compiles ~150 small ops),
+        # compiled without XLA's backend optimisations: it runs once.
+        init = jax.jit(self._init_states).lower().compile(_RUN_ONCE_COMPILER_OPTIONS)
+        state, key = _distinct_buffers(init()), self._keys()[0]
         place = self.placement
         return place.put(state, self.state_shardings), place.put(key, place.replicated)
 
@@ -192,6 +196,10 @@ class Run:
         return [
             jax.tree.map(lambda x, k=k: x[k], params) for k in range(self.config.arch.num_seeds)
         ]
+
+
+# XLA options for programs that run once (initialisation): compile time over run time.
+_RUN_ONCE_COMPILER_OPTIONS = {"xla_backend_optimization_level": 0}
 
 
 def _distinct_buffers(tree: Any) -> Any:

@@ -235,6 +235,10 @@ class EnvConfig:
     difficulty: str | None = None
     obs_augment: bool
     obs_prev_reward: bool = False  # also append the previous reward (needs obs_augment)
+    # The augmentation's previous action (POPGym's default); false keeps only the is-first flag
+    # (and the previous reward if on). Tasks that do not need it (popgym's
+    # obs_requires_prev_action is false) can learn a shortcut through it (docs/learning.md).
+    obs_prev_action: bool = True
     # Checked mode: raise (one line naming the env, the action and the allowed range) on an
     # out-of-range action instead of playing it as an invalid move (docs/envs.md).
     check_actions: bool = False

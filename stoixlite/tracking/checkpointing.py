@@ -58,6 +58,9 @@ FORMAT_VERSION = 1
 _SHAPE_ARCH_KEYS = ("num_envs", "num_seeds")
 # env keys that change neither the learner state nor the env's dynamics on valid actions.
 _UNFINGERPRINTED_ENV_KEYS = ("check_actions",)
+# Env keys added after checkpoints existed, with the value every older run had: left out of the
+# fingerprint at that value, so checkpoints written before the key existed still restore.
+_ADDED_ENV_KEYS = {"obs_prev_action": True}
 
 
 class CheckpointMismatchError(RuntimeError):
@@ -130,12 +133,18 @@ def config_fingerprint(cfg: RunConfig | DictConfig | Mapping[str, Any]) -> dict[
     ``{"network": {...}, "env": {...}, "arch": {"num_envs": N, "num_seeds": S}, "hash": str}``
     of the parsed config (:func:`~stoixlite.run.config.parse`: typed values and defaults filled
     in, so a composed config, its parsed form and the saved ``config.yaml`` agree), without
-    ``env.check_actions`` (a checked run resumes or evaluates an unchecked one's checkpoint). The
+    ``env.check_actions`` (a checked run resumes or evaluates an unchecked one's checkpoint) and
+    without keys added later while they hold the value older runs had (``_ADDED_ENV_KEYS``). The
     hash is a short sha256 of the rest.
     """
     container = parse(cfg).to_dict()
     arch = container["arch"]
-    env = {k: v for k, v in container["env"].items() if k not in _UNFINGERPRINTED_ENV_KEYS}
+    env = {
+        k: v
+        for k, v in container["env"].items()
+        if k not in _UNFINGERPRINTED_ENV_KEYS
+        and not (k in _ADDED_ENV_KEYS and v == _ADDED_ENV_KEYS[k])
+    }
     fingerprint = {
         "network": container.get("network"),
         "env": env,
