@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -188,6 +189,24 @@ class Run:
         if self.compiled_learn is None:
             self.compiled_learn = self.learn.lower(state).compile()
         return self.compiled_learn
+
+    def compile_programs(self, state: Any, key: jax.Array) -> Any:
+        """Compile every program of a chunk for ``state`` and host ``key``; returns the compiled
+        ``learn``. The small programs (``evaluator``, ``split``, ``params_finite``) compile in
+        background threads while ``learn`` compiles here (XLA compiles release the GIL), into
+        the jit caches their later calls hit; this hides their compile time behind ``learn``'s.
+        """
+        small = (
+            (self.evaluator, (state.params, key)),  # key: the shape and placement of eval keys
+            (self.split, (key,)),
+            (self.params_finite, (state.params,)),
+        )
+        with ThreadPoolExecutor(max_workers=len(small)) as pool:
+            pending = [pool.submit(lambda f=f, a=a: f.lower(*a).compile()) for f, a in small]
+            learn = self.compile_learn(state)
+            for future in pending:
+                future.result()
+        return learn
 
     def seed_params(self, params: Any) -> list[Any]:
         """Per-seed parameter pytrees (the leading seed axis removed when S > 1)."""

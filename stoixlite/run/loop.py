@@ -89,7 +89,7 @@ def train(
             print(cfg.budget_note())
 
     start = time.perf_counter()
-    learn = run.compile_learn(state)
+    learn = run.compile_programs(state, key)
     compile_s = time.perf_counter() - start
     collapse = CollapseWatch(cfg.system.lr)
     ok = False
