@@ -221,3 +221,29 @@ def test_target_return_stops_early(tmp_path, uninterrupted):
     unreachable = compose_config(RUN + ["arch.target_return=2.0"])  # popgym returns are <= 1
     train(unreachable, tmp_path / "full")
     assert len(read_jsonl(tmp_path / "full" / "metrics.jsonl")) == len(full)
+
+
+def test_multi_seed_init_is_one_program_per_seed_and_matches_eager():
+    """``Run.init`` compiles the initial state per seed: vmapped, the orthogonal init is a batched
+    LAPACK QR that deadlocked the 2-core XLA thread pool (framestack, 3 seeds). In a subprocess
+    with a timeout, so a deadlock fails the test instead of hanging the suite; the state equals
+    the eager computation up to float32 rounding (the init program skips XLA's optimisations)."""
+    code = (
+        "import jax, numpy as np\n"
+        "from conftest import compose_config\n"
+        "from stoixlite.run.build import build_run\n"
+        "run = build_run(compose_config(['network=framestack', 'env=popgym/repeat_previous',\n"
+        "    'arch.num_seeds=3', 'arch.num_envs=8', 'system.num_minibatches=2']))\n"
+        "compiled, eager = run.init()[0], run._init_states()\n"
+        "raw = lambda x: np.asarray(jax.random.key_data(x) if jax.dtypes.issubdtype(\n"
+        "    x.dtype, jax.dtypes.prng_key) else x)\n"
+        "for a, b in zip(jax.tree.leaves(compiled), jax.tree.leaves(eager), strict=True):\n"
+        "    assert a.shape == b.shape and a.dtype == b.dtype\n"
+        "    np.testing.assert_allclose(raw(a), raw(b), rtol=0, atol=1e-5)\n"
+    )
+    tests_dir = Path(__file__).resolve().parent
+    env = {**os.environ, "PYTHONPATH": f"{tests_dir.parent}{os.pathsep}{tests_dir}"}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]

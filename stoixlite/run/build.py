@@ -174,13 +174,26 @@ class Run:
             return self.init_state(init_keys)
         return _distinct_buffers(jax.vmap(self.init_state)(init_keys))
 
+    def _compiled_init_states(self) -> LearnerState:
+        """:meth:`_init_states` computed by one compiled program per seed instead of eagerly (run
+        eagerly, the network's init alone compiles ~150 single operations), compiled without
+        XLA's backend optimisations (it runs once). Per seed, not vmapped over the seeds: a
+        vmapped orthogonal init is a batched LAPACK QR, which waits for the XLA CPU thread pool
+        from inside it and deadlocked on 2 cores (jaxlib 0.10, framestack/elman with 3 seeds)."""
+        init_keys = self._keys()[1]
+        one = jax.jit(self.init_state).lower(
+            init_keys if self.config.arch.num_seeds == 1 else init_keys[0]
+        )
+        init = one.compile(_RUN_ONCE_COMPILER_OPTIONS)
+        if self.config.arch.num_seeds == 1:
+            return _distinct_buffers(init(init_keys))
+        states = [init(k) for k in init_keys]
+        return jax.jit(lambda s: jax.tree.map(lambda *x: jnp.stack(x), *s))(states)
+
     def init(self) -> tuple[Any, jax.Array]:
         """Initial learner state and host PRNG key of every seed (leading seed axis when S > 1),
         laid out on the run's devices."""
-        # One compiled program (run eagerly, the network's init alone compiles ~150 small ops),
-        # compiled without XLA's backend optimisations: it runs once.
-        init = jax.jit(self._init_states).lower().compile(_RUN_ONCE_COMPILER_OPTIONS)
-        state, key = _distinct_buffers(init()), self._keys()[0]
+        state, key = self._compiled_init_states(), self._keys()[0]
         place = self.placement
         return place.put(state, self.state_shardings), place.put(key, place.replicated)
 
