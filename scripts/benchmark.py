@@ -13,8 +13,13 @@ the 1-minute load average during the row. Rows:
   registered memory model x {gymnax/CartPole-v1, popgym/repeat_previous}, 64 envs x 128 steps);
 * reference rows (CartPole-v1, 4 epochs x 4 minibatches, 4 and 64 envs x 128 steps): PureJaxRL
   ``ppo.py`` (re-implemented in ``scripts/purejaxrl_ppo.py``, network name ``purejaxrl_ppo``)
-  against ``network=feedforward`` (its network, on shuffled transitions), and gru, memoroid and
-  mlp at width 128 (PureJaxRL ``ppo_rnn.py``'s GRU size).
+  against ``network=feedforward`` (its network, on shuffled transitions), and PureJaxRL
+  ``ppo_rnn.py`` (re-implemented in ``scripts/purejaxrl_ppo_rnn.py``, network name
+  ``purejaxrl_ppo_rnn``: GRU 128, whole 128-step sequences, minibatches of envs) against gru,
+  memoroid and mlp at width 128 (its GRU/embedding/head size).
+
+The two PureJaxRL pseudo-networks run only on gymnax/CartPole-v1; ``--networks`` accepts them
+for the matrix rows too.
 
 Usage::
 
@@ -45,8 +50,12 @@ from pathlib import Path
 # Import this checkout's package (also in the worker subprocesses), not another installed copy.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-# The PureJaxRL ppo.py re-implementation (scripts/purejaxrl_ppo.py) runs as a pseudo-network.
-PUREJAXRL_PPO = "purejaxrl_ppo"
+# The PureJaxRL re-implementations run as pseudo-networks: network name -> module in scripts/
+# (each has DEFAULT_CONFIG and make_train(config) -> (train, init, run_updates)).
+PUREJAXRL_PPO = "purejaxrl_ppo"  # ppo.py
+PUREJAXRL_PPO_RNN = "purejaxrl_ppo_rnn"  # ppo_rnn.py
+REFERENCE_MODULES = {PUREJAXRL_PPO: "purejaxrl_ppo", PUREJAXRL_PPO_RNN: "purejaxrl_ppo_rnn"}
+REFERENCE_ENV = "gymnax/CartPole-v1"  # the only env the re-implementations run
 REFERENCE_ROWS = [
     # PureJaxRL ppo.py against its like-for-like stoixlite network (feedforward: separate
     # 2 x 64 tanh actor and critic, shuffled transitions), 4 epochs x 4 minibatches.
@@ -55,11 +64,17 @@ REFERENCE_ROWS = [
         for e in (4, 64)
         for n, label in ((PUREJAXRL_PPO, "PureJaxRL ppo.py"), ("feedforward", "like ppo.py"))
     ),
-    # PureJaxRL ppo_rnn.py's shape (GRU/embedding 128) and the memoroids at the same width.
+    # PureJaxRL ppo_rnn.py against its shape (GRU/embedding/heads 128) and the memoroids at the
+    # same width.
     *(
-        {"network": n, "env": "gymnax/CartPole-v1", "num_envs": e, "label": "width 128"}
+        {"network": n, "env": "gymnax/CartPole-v1", "num_envs": e, "width": w, "label": label}
         for e in (4, 64)
-        for n in ("gru", "memoroid", "mlp")
+        for n, w, label in (
+            (PUREJAXRL_PPO_RNN, None, "PureJaxRL ppo_rnn.py"),
+            ("gru", 128, "width 128"),
+            ("memoroid", 128, "width 128"),
+            ("mlp", 128, "width 128"),
+        )
     ),
 ]
 
@@ -96,20 +111,29 @@ def _time_chunks(learn_chunk, state, repeats: int) -> tuple[list[float], object,
     return times, state, metrics
 
 
+def reference_env_error(network: str, env: str) -> str | None:
+    """The error for a PureJaxRL pseudo-network on an env it does not run, else None."""
+    if network in REFERENCE_MODULES and env != REFERENCE_ENV:
+        return f"{network} runs only on {REFERENCE_ENV}, not {env}"
+    return None
+
+
 def run_reference_row(spec: dict) -> tuple[int, float, list[float], float]:
-    """Worker for the PureJaxRL ppo.py row: ``(steps per chunk, compile s, times, return)``."""
+    """Worker for a PureJaxRL row (``purejaxrl_ppo`` or ``purejaxrl_ppo_rnn``): ``(steps per
+    chunk, compile s, times, return)``."""
+    import importlib
+
     import jax
     import numpy as np
 
+    if error := reference_env_error(spec["network"], spec["env"]):
+        raise SystemExit(error)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from purejaxrl_ppo import DEFAULT_CONFIG, make_train
-
-    if spec["env"] != "gymnax/CartPole-v1":
-        raise SystemExit(f"{PUREJAXRL_PPO} runs only on gymnax/CartPole-v1, not {spec['env']}")
+    module = importlib.import_module(REFERENCE_MODULES[spec["network"]])
     steps_per_update = spec["num_envs"] * spec["rollout_length"]
     updates = spec["updates"]
     config = {
-        **DEFAULT_CONFIG,
+        **module.DEFAULT_CONFIG,
         "NUM_ENVS": spec["num_envs"],
         "NUM_STEPS": spec["rollout_length"],
         "UPDATE_EPOCHS": spec["epochs"],
@@ -117,7 +141,7 @@ def run_reference_row(spec: dict) -> tuple[int, float, list[float], float]:
         # the LR schedule spans the benchmarked updates, like stoixlite's num_updates
         "TOTAL_TIMESTEPS": steps_per_update * updates * (spec["repeats"] + 1),
     }
-    _, init, run_updates = make_train(config)
+    _, init, run_updates = module.make_train(config)
     state = init(jax.random.PRNGKey(0))
     tic = time.perf_counter()
     learn = jax.jit(lambda s: run_updates(s, updates), donate_argnums=0).lower(state).compile()
@@ -183,7 +207,7 @@ def run_row(spec: dict) -> dict:
 
     import jax
 
-    if spec["network"] == PUREJAXRL_PPO:
+    if spec["network"] in REFERENCE_MODULES:
         steps, compile_s, times, final = run_reference_row(spec)
         devices = 1
     else:
@@ -283,7 +307,10 @@ def main() -> None:
     )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument(
-        "--networks", nargs="*", default=None, help=f"default: all registered ({PUREJAXRL_PPO} too)"
+        "--networks",
+        nargs="*",
+        default=None,
+        help=f"default: all registered; also {' and '.join(REFERENCE_MODULES)} (CartPole-v1 only)",
     )
     parser.add_argument(
         "--envs", nargs="*", default=["gymnax/CartPole-v1", "popgym/repeat_previous"]
@@ -331,11 +358,18 @@ def main() -> None:
     configs = {p.stem for p in (Path(__file__).resolve().parents[1] / "configs/network").glob("*")}
     networks = args.networks or sorted(configs - {"ffm"})  # ffm: the same model as memoroid
     for name in networks:
-        if name not in configs and name != PUREJAXRL_PPO:
-            parser.error(f"unknown network {name!r}; choose from {sorted(configs)}")
+        if name not in configs and name not in REFERENCE_MODULES:
+            parser.error(
+                f"unknown network {name!r}; choose from {sorted(configs | set(REFERENCE_MODULES))}"
+            )
     for env in args.envs:
         if env not in available_envs():
             parser.error(f"unknown env {env!r}; choose from {available_envs()}")
+    if not args.reference_only:  # the matrix rows
+        for name in networks:
+            for env in args.envs:
+                if error := reference_env_error(name, env):
+                    parser.error(error)
     for key in ("rollout_length", "epochs", "minibatches", "chunk_steps", "repeats", "rounds"):
         if getattr(args, key) < 1:
             parser.error(f"--{key.replace('_', '-')} must be at least 1")

@@ -345,13 +345,15 @@ def mean_final_return(metric: dict[str, jax.Array], last_updates: int = 5) -> fl
     return float(returns[done].mean()) if done.any() else float("nan")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--num-envs", type=int, default=DEFAULT_CONFIG["NUM_ENVS"])
-    parser.add_argument("--timesteps", type=float, default=DEFAULT_CONFIG["TOTAL_TIMESTEPS"])
+def run_cli(description: str, default_config: dict[str, Any], make_train, name: str) -> None:
+    """The command line of this script and of ``purejaxrl_ppo_rnn.py``: train once with
+    ``--num-envs`` and ``--timesteps``, print SPS (compile excluded) and the final return."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--num-envs", type=int, default=default_config["NUM_ENVS"])
+    parser.add_argument("--timesteps", type=float, default=default_config["TOTAL_TIMESTEPS"])
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args()
-    config = {**DEFAULT_CONFIG, "NUM_ENVS": args.num_envs, "TOTAL_TIMESTEPS": args.timesteps}
+    config = {**default_config, "NUM_ENVS": args.num_envs, "TOTAL_TIMESTEPS": args.timesteps}
     train, _, _ = make_train(config)
     rng = jax.random.PRNGKey(args.seed)
     tic = time.perf_counter()
@@ -363,10 +365,10 @@ def main() -> None:
     steps = int(args.timesteps // (config["NUM_STEPS"] * args.num_envs)) * config["NUM_STEPS"]
     steps *= args.num_envs
     print(
-        f"ppo.py {args.num_envs} envs: {steps / seconds:,.0f} steps/s (compile {compile_s:.1f} s), "
+        f"{name} {args.num_envs} envs: {steps / seconds:,.0f} steps/s (compile {compile_s:.1f} s), "
         f"final return {mean_final_return(out['metrics']):.1f}"
     )
 
 
 if __name__ == "__main__":
-    main()
+    run_cli(__doc__.splitlines()[0], DEFAULT_CONFIG, make_train, "ppo.py")

@@ -1,4 +1,6 @@
-"""Bad input to scripts/benchmark.py ends in a one-line error before anything is compiled."""
+"""Bad input to scripts/benchmark.py ends in a one-line error before anything is compiled; the
+PureJaxRL ppo_rnn.py re-implementation (scripts/purejaxrl_ppo_rnn.py) has ppo_rnn.py's network and
+its loop trains."""
 
 from __future__ import annotations
 
@@ -6,9 +8,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import jax
+import jax.numpy as jnp
+import numpy as np
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "benchmark.py"
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+SCRIPT = SCRIPTS / "benchmark.py"
 
 
 @pytest.mark.parametrize(
@@ -19,6 +25,11 @@ SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "benchmark.py"
         (["--num-envs", "6"], "--num-envs 6 must be a positive multiple of --minibatches"),
         (["--chunk-steps", "100"], "--chunk-steps must be at least one update"),
         (["--repeats", "0"], "--repeats must be at least 1"),
+        (
+            ["--networks", "purejaxrl_ppo_rnn", "--envs", "popgym/repeat_previous"]
+            + ["--no-reference"],
+            "purejaxrl_ppo_rnn runs only on gymnax/CartPole-v1, not popgym/repeat_previous",
+        ),
     ],
 )
 def test_bad_input_is_a_one_line_error(args, message):
@@ -28,3 +39,54 @@ def test_bad_input_is_a_one_line_error(args, message):
     assert proc.returncode == 2
     errors = [line for line in proc.stderr.splitlines() if "error:" in line]
     assert len(errors) == 1 and message in errors[0], proc.stderr
+
+
+def test_purejaxrl_ppo_rnn_network_and_updates():
+    """ppo_rnn.py's shape (embedding, GRU and heads 128); two tiny updates train finitely."""
+    sys.path.insert(0, str(SCRIPTS))
+    from purejaxrl_ppo_rnn import DEFAULT_CONFIG, ActorCriticRNN, ScannedRNN, make_train
+
+    n, obs_dim = 4, 4  # CartPole
+    config = {**DEFAULT_CONFIG, "NUM_ENVS": n, "NUM_STEPS": 8, "TOTAL_TIMESTEPS": 64}
+    _, init, run_updates = make_train(config)
+    state = jax.jit(init)(jax.random.PRNGKey(0))  # one program, not many eager ops
+    params0 = state[0].params
+    p = params0["params"]
+    gru = {"ir", "iz", "in", "hr", "hz", "hn"}
+    assert set(p["ScannedRNN_0"]["GRUCell_0"]) == gru
+    assert all(p["ScannedRNN_0"]["GRUCell_0"][k]["kernel"].shape == (128, 128) for k in gru)
+    shapes = {k: v["kernel"].shape for k, v in p.items() if k != "ScannedRNN_0"}
+    assert shapes == {
+        "Dense_0": (obs_dim, 128),  # embedding
+        "Dense_1": (128, 128),  # actor hidden
+        "Dense_2": (128, 2),  # logits
+        "Dense_3": (128, 128),  # critic hidden
+        "Dense_4": (128, 1),  # value
+    }
+    assert state[4].shape == (n, 128) and not state[4].any()  # zero carry, no dones
+    assert state[3].shape == (n,) and not state[3].any()
+
+    # A done flag resets the carry to zeros before the cell: from a non-zero carry, a reset
+    # step's outputs equal those from the zero carry; a step without one differs.
+    @jax.jit
+    def outputs(carry, obs, dones):
+        _, pi, value = ActorCriticRNN(action_dim=2).apply(params0, carry, (obs, dones))
+        return pi.logits, value
+
+    obs = jax.random.normal(jax.random.PRNGKey(1), (2, n, obs_dim))
+    dones = jnp.zeros((2, n), bool).at[1].set(True)
+    zero = ScannedRNN.initialize_carry(n, 128)
+    logits, value = outputs(jnp.ones((n, 128)), obs, dones)
+    logits0, value0 = outputs(zero, obs[::-1], dones[::-1])  # step 1 first, from zeros
+    np.testing.assert_allclose(logits[1], logits0[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(value[1], value0[0], rtol=1e-5, atol=1e-6)
+    assert not np.allclose(value[0], outputs(zero, obs, dones)[1][0])
+
+    state, metric = jax.jit(lambda s: run_updates(s, 2))(state)
+    assert metric["returned_episode_returns"].shape == (2, 8, n)
+    assert int(state[0].step) == 2 * 4 * 4  # updates x epochs x minibatches
+    assert state[4].shape == (n, 128) and state[4].any()  # the next rollout's carry
+    leaves = jax.tree.leaves(state[0].params)
+    assert all(bool(jnp.isfinite(leaf).all()) for leaf in leaves)
+    moved = jax.tree.map(lambda a, b: float(jnp.abs(a - b).max()), state[0].params, params0)
+    assert max(jax.tree.leaves(moved)) > 0
