@@ -108,10 +108,27 @@ def episodes(env: Any, key: jax.Array, batch: int, length: int) -> dict[str, jax
     return {"obs": obs, "start": start, "oracle": oracle, "action": action}
 
 
-def policy_logits(network: Any, params: Any, obs: jax.Array, start: jax.Array) -> jax.Array:
+def policy_logits(
+    network: Any, params: Any, obs: jax.Array, start: jax.Array, window: int = 0
+) -> jax.Array:
+    """Logits ``[L, B, A]`` of whole episodes. ``window = W > 0`` cuts the episode into W-step
+    windows and stops the gradient at each window's incoming carry (the memory state is the same;
+    the gradient of a step reaches back to the start of its window only), as PPO's training
+    sequences do: each starts from the carry stored by the rollout."""
     carry = network.initialize_carry(obs.shape[1])
-    _, (dist, _) = network.apply(params, carry, obs, start)
-    return dist.logits
+    if window <= 0:
+        _, (dist, _) = network.apply(params, carry, obs, start)
+        return dist.logits
+    logits = []
+    for t0 in range(0, obs.shape[0], window):
+        carry, (dist, _) = network.apply(
+            params,
+            jax.lax.stop_gradient(carry),
+            obs[t0 : t0 + window],
+            start[t0 : t0 + window],
+        )
+        logits.append(dist.logits)
+    return jnp.concatenate(logits, axis=0)
 
 
 def reach(network: Any, params: Any, data: dict[str, jax.Array]) -> np.ndarray:
@@ -243,19 +260,53 @@ def probe(
     batch: int,
     length: int,
     report_every: int,
+    window: int = 0,
+    signal: str = "supervised",
 ) -> list[dict[str, Any]]:
-    """Supervised training of the policy on the oracle action; accuracy by position."""
+    """Training of the policy towards the oracle action; accuracy by position.
+
+    ``signal`` is what teaches it (:data:`PROBE_SIGNALS`):
+
+    * ``supervised``: cross-entropy to the oracle action at every step;
+    * ``reward``: the policy gradient of actions sampled from the policy itself, with the
+      advantage of each action its own reward (+1 right, -1 wrong) normalised over the batch:
+      exact credit assignment, no critic, no other step's reward (the task's actions do not change
+      its observations, so sampled actions and the random-action episodes agree);
+    * ``return``: the same with the advantage the normalised discounted return-to-go
+      ``sum_k gamma^k r_{t+k}`` (``system.gamma``) of the episode: what a policy gradient without
+      a useful critic sees, each step's reward among the ~1/(1-gamma) later ones;
+
+    plus the ``system.ent_coef`` entropy bonus for the two policy-gradient signals.
+    ``window = W > 0`` trains with the gradient cut every W steps (see :func:`policy_logits`),
+    like PPO's ``rollout_length`` / ``bptt_length`` sequences from stored carries."""
     tx = make_optimizer(dataclasses.replace(cfg.ppo, anneal_lr=False))
     opt_state = tx.init(params)
+    gamma, ent_coef = cfg.ppo.gamma, cfg.ppo.ent_coef
 
-    def loss_fn(p, data):
-        logits = policy_logits(network, p, data["obs"], data["start"])
-        return optax.softmax_cross_entropy_with_integer_labels(logits, data["oracle"]).mean()
+    def loss_fn(p, data, k):
+        logits = policy_logits(network, p, data["obs"], data["start"], window)
+        if signal == "supervised":
+            return optax.softmax_cross_entropy_with_integer_labels(logits, data["oracle"]).mean()
+        action = jax.random.categorical(k, jax.lax.stop_gradient(logits))  # [L, B]
+        reward = jnp.where(action == data["oracle"], 1.0, -1.0)
+        if signal == "return":
+            reward = jax.lax.scan(
+                lambda g, r: (r + gamma * g, r + gamma * g),
+                jnp.zeros_like(reward[0]),
+                reward,
+                reverse=True,
+            )[1]
+        adv = (reward - reward.mean()) / (reward.std() + 1e-8)
+        log_probs = jax.nn.log_softmax(logits)
+        taken = jnp.take_along_axis(log_probs, action[..., None], axis=-1)[..., 0]
+        entropy = -(jnp.exp(log_probs) * log_probs).sum(-1)
+        return -(adv * taken).mean() - ent_coef * entropy.mean()
 
     @jax.jit
     def train_step(p, o, k):
-        data = episodes(env, k, batch, length)
-        grads = jax.grad(loss_fn)(p, data)
+        data_key, sample_key = jax.random.split(k)
+        data = episodes(env, data_key, batch, length)
+        grads = jax.grad(loss_fn)(p, data, sample_key)
         updates, o = tx.update(grads, o, p)
         return optax.apply_updates(p, updates), o
 
@@ -274,6 +325,9 @@ def probe(
         if i < steps:
             params, opt_state = train_step(params, opt_state, jax.random.fold_in(key, i))
     return out
+
+
+PROBE_SIGNALS = ("supervised", "reward", "return")
 
 
 def position_summary(values: np.ndarray, name: str) -> dict[str, Any]:
@@ -296,6 +350,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--episodes", type=int, default=64, help="episodes per measurement")
     parser.add_argument("--probe-steps", type=int, default=0, help="supervised probe steps")
     parser.add_argument("--probe-batch", type=int, default=16, help="episodes per probe step")
+    parser.add_argument(
+        "--probe-window",
+        type=int,
+        default=0,
+        help="cut the probe's gradient every W steps, like PPO's training sequences (0: never)",
+    )
+    parser.add_argument(
+        "--probe-signal",
+        choices=PROBE_SIGNALS,
+        default="supervised",
+        help="what trains the probe: the oracle action, or a policy gradient whose advantage is "
+        "each action's own reward or the discounted return-to-go",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", help="also write the JSON records to this file")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides (network=..., env=...)")
@@ -371,6 +438,8 @@ def main(argv: list[str] | None = None) -> int:
                 args.probe_batch,
                 length,
                 max(1, args.probe_steps // 10),
+                args.probe_window,
+                args.probe_signal,
             )
         ]
     if args.out:
