@@ -173,21 +173,10 @@ class Transition(NamedTuple):
     info: Any
 
 
-def make_train(config: dict[str, Any]):
-    """PureJaxRL's ``make_train``; returns ``train(rng)`` plus the pieces to run chunks.
-
-    Returns ``(train, init, run_updates)``: ``train(rng)`` is ppo.py's whole run;
-    ``init(rng) -> runner_state`` and ``run_updates(runner_state, n) -> (runner_state, metric)``
-    split it so a benchmark can time ``n`` updates at a time (same code, same arithmetic).
-    """
-    config = dict(config)
-    config["NUM_UPDATES"] = int(
-        config["TOTAL_TIMESTEPS"] // config["NUM_STEPS"] // config["NUM_ENVS"]
-    )
-    config["MINIBATCH_SIZE"] = config["NUM_ENVS"] * config["NUM_STEPS"] // config["NUM_MINIBATCHES"]
-    env, env_params = gymnax.make(config["ENV_NAME"])
-    env = LogWrapper(env)
-    network = ActorCritic(env.action_space(env_params).n, activation=config["ACTIVATION"])
+def make_optimizer(config: dict) -> optax.GradientTransformation:
+    """PureJaxRL's optimiser (shared with ``purejaxrl_ppo_rnn.py``): global-norm clipping, then
+    Adam (eps 1e-5) with, if ``ANNEAL_LR``, the learning rate decayed linearly per update
+    (``LR * (1 - (count // (NUM_MINIBATCHES * UPDATE_EPOCHS)) / NUM_UPDATES)``)."""
 
     def linear_schedule(count: jax.Array) -> jax.Array:
         frac = (
@@ -197,21 +186,100 @@ def make_train(config: dict[str, Any]):
         )
         return config["LR"] * frac
 
+    lr = linear_schedule if config["ANNEAL_LR"] else config["LR"]
+    return optax.chain(
+        optax.clip_by_global_norm(config["MAX_GRAD_NORM"]), optax.adam(learning_rate=lr, eps=1e-5)
+    )
+
+
+def calculate_gae(
+    traj_batch: Transition, last_val: jax.Array, config: dict
+) -> tuple[jax.Array, jax.Array]:
+    """PureJaxRL's ``_calculate_gae`` (shared with ``purejaxrl_ppo_rnn.py``): a reverse scan
+    (``unroll=16``) of ``delta = r + gamma * V' * (1 - done) - V``, ``gae = delta + gamma *
+    lambda * (1 - done) * gae`` over ``[T, N]``; returns ``(advantages, advantages + values)``."""
+
+    def _get_advantages(gae_and_next_value: tuple, transition: Transition):
+        gae, next_value = gae_and_next_value
+        done, value, reward = transition.done, transition.value, transition.reward
+        delta = reward + config["GAMMA"] * next_value * (1 - done) - value
+        gae = delta + config["GAMMA"] * config["GAE_LAMBDA"] * (1 - done) * gae
+        return (gae, value), gae
+
+    _, advantages = jax.lax.scan(
+        _get_advantages,
+        (jnp.zeros_like(last_val), last_val),
+        traj_batch,
+        reverse=True,
+        unroll=16,
+    )
+    return advantages, advantages + traj_batch.value
+
+
+def ppo_loss(
+    pi: Categorical,
+    value: jax.Array,
+    traj_batch: Transition,
+    gae: jax.Array,
+    targets: jax.Array,
+    config: dict,
+) -> tuple[jax.Array, tuple[jax.Array, jax.Array, jax.Array]]:
+    """PureJaxRL's ``_loss_fn`` after its network call (shared with ``purejaxrl_ppo_rnn.py``):
+    value loss clipped around the old value by ``CLIP_EPS`` (half the larger squared error),
+    per-minibatch normalised advantages, clipped surrogate, entropy bonus. Returns ``(total,
+    (value_loss, actor_loss, entropy))``."""
+    log_prob = pi.log_prob(traj_batch.action)
+
+    # CALCULATE VALUE LOSS
+    value_pred_clipped = traj_batch.value + (value - traj_batch.value).clip(
+        -config["CLIP_EPS"], config["CLIP_EPS"]
+    )
+    value_losses = jnp.square(value - targets)
+    value_losses_clipped = jnp.square(value_pred_clipped - targets)
+    value_loss = 0.5 * jnp.maximum(value_losses, value_losses_clipped).mean()
+
+    # CALCULATE ACTOR LOSS
+    ratio = jnp.exp(log_prob - traj_batch.log_prob)
+    gae = (gae - gae.mean()) / (gae.std() + 1e-8)
+    loss_actor1 = ratio * gae
+    loss_actor2 = jnp.clip(ratio, 1.0 - config["CLIP_EPS"], 1.0 + config["CLIP_EPS"]) * gae
+    loss_actor = -jnp.minimum(loss_actor1, loss_actor2).mean()
+    entropy = pi.entropy().mean()
+
+    total_loss = loss_actor + config["VF_COEF"] * value_loss - config["ENT_COEF"] * entropy
+    return total_loss, (value_loss, loss_actor, entropy)
+
+
+def make_setup(config: dict[str, Any]) -> tuple[dict[str, Any], LogWrapper, Any]:
+    """The start of PureJaxRL's ``make_train`` (shared with ``purejaxrl_ppo_rnn.py``): a copy of
+    ``config`` with ``NUM_UPDATES`` and ``MINIBATCH_SIZE`` derived, and the logged gymnax env
+    ``(env, env_params)``."""
+    config = dict(config)
+    config["NUM_UPDATES"] = int(
+        config["TOTAL_TIMESTEPS"] // config["NUM_STEPS"] // config["NUM_ENVS"]
+    )
+    config["MINIBATCH_SIZE"] = config["NUM_ENVS"] * config["NUM_STEPS"] // config["NUM_MINIBATCHES"]
+    env, env_params = gymnax.make(config["ENV_NAME"])
+    return config, LogWrapper(env), env_params
+
+
+def make_train(config: dict[str, Any]):
+    """PureJaxRL's ``make_train``; returns ``train(rng)`` plus the pieces to run chunks.
+
+    Returns ``(train, init, run_updates)``: ``train(rng)`` is ppo.py's whole run;
+    ``init(rng) -> runner_state`` and ``run_updates(runner_state, n) -> (runner_state, metric)``
+    split it so a benchmark can time ``n`` updates at a time (same code, same arithmetic).
+    """
+    config, env, env_params = make_setup(config)
+    network = ActorCritic(env.action_space(env_params).n, activation=config["ACTIVATION"])
+
     def init(rng: jax.Array) -> tuple:
         rng, _rng = jax.random.split(rng)
         init_x = jnp.zeros(env.observation_space(env_params).shape)
         network_params = network.init(_rng, init_x)
-        if config["ANNEAL_LR"]:
-            tx = optax.chain(
-                optax.clip_by_global_norm(config["MAX_GRAD_NORM"]),
-                optax.adam(learning_rate=linear_schedule, eps=1e-5),
-            )
-        else:
-            tx = optax.chain(
-                optax.clip_by_global_norm(config["MAX_GRAD_NORM"]),
-                optax.adam(config["LR"], eps=1e-5),
-            )
-        train_state = TrainState.create(apply_fn=network.apply, params=network_params, tx=tx)
+        train_state = TrainState.create(
+            apply_fn=network.apply, params=network_params, tx=make_optimizer(config)
+        )
         rng, _rng = jax.random.split(rng)
         reset_rng = jax.random.split(_rng, config["NUM_ENVS"])
         obsv, env_state = jax.vmap(env.reset, in_axes=(0, None))(reset_rng, env_params)
@@ -241,24 +309,7 @@ def make_train(config: dict[str, Any]):
         train_state, env_state, last_obs, rng = runner_state
         _, last_val = network.apply(train_state.params, last_obs)
 
-        def _calculate_gae(traj_batch: Transition, last_val: jax.Array):
-            def _get_advantages(gae_and_next_value: tuple, transition: Transition):
-                gae, next_value = gae_and_next_value
-                done, value, reward = transition.done, transition.value, transition.reward
-                delta = reward + config["GAMMA"] * next_value * (1 - done) - value
-                gae = delta + config["GAMMA"] * config["GAE_LAMBDA"] * (1 - done) * gae
-                return (gae, value), gae
-
-            _, advantages = jax.lax.scan(
-                _get_advantages,
-                (jnp.zeros_like(last_val), last_val),
-                traj_batch,
-                reverse=True,
-                unroll=16,
-            )
-            return advantages, advantages + traj_batch.value
-
-        advantages, targets = _calculate_gae(traj_batch, last_val)
+        advantages, targets = calculate_gae(traj_batch, last_val, config)
 
         # UPDATE NETWORK
         def _update_epoch(update_state: tuple, unused: None) -> tuple[tuple, Any]:
@@ -268,30 +319,7 @@ def make_train(config: dict[str, Any]):
                 def _loss_fn(params, traj_batch, gae, targets):
                     # RERUN NETWORK
                     pi, value = network.apply(params, traj_batch.obs)
-                    log_prob = pi.log_prob(traj_batch.action)
-
-                    # CALCULATE VALUE LOSS
-                    value_pred_clipped = traj_batch.value + (value - traj_batch.value).clip(
-                        -config["CLIP_EPS"], config["CLIP_EPS"]
-                    )
-                    value_losses = jnp.square(value - targets)
-                    value_losses_clipped = jnp.square(value_pred_clipped - targets)
-                    value_loss = 0.5 * jnp.maximum(value_losses, value_losses_clipped).mean()
-
-                    # CALCULATE ACTOR LOSS
-                    ratio = jnp.exp(log_prob - traj_batch.log_prob)
-                    gae = (gae - gae.mean()) / (gae.std() + 1e-8)
-                    loss_actor1 = ratio * gae
-                    loss_actor2 = (
-                        jnp.clip(ratio, 1.0 - config["CLIP_EPS"], 1.0 + config["CLIP_EPS"]) * gae
-                    )
-                    loss_actor = -jnp.minimum(loss_actor1, loss_actor2).mean()
-                    entropy = pi.entropy().mean()
-
-                    total_loss = (
-                        loss_actor + config["VF_COEF"] * value_loss - config["ENT_COEF"] * entropy
-                    )
-                    return total_loss, (value_loss, loss_actor, entropy)
+                    return ppo_loss(pi, value, traj_batch, gae, targets, config)
 
                 grad_fn = jax.value_and_grad(_loss_fn, has_aux=True)
                 total_loss, grads = grad_fn(train_state.params, traj_batch, advantages, targets)

@@ -47,32 +47,27 @@ from pathlib import Path
 from typing import Any
 
 import flax.linen as nn
-import gymnax
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 from flax.linen.initializers import constant, orthogonal
 from flax.training.train_state import TrainState
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from purejaxrl_ppo import Categorical, LogWrapper, Transition, run_cli  # noqa: E402
+from purejaxrl_ppo import DEFAULT_CONFIG as FEEDFORWARD_DEFAULT_CONFIG  # noqa: E402
+from purejaxrl_ppo import (  # noqa: E402
+    Categorical,
+    Transition,
+    calculate_gae,
+    make_optimizer,
+    make_setup,
+    ppo_loss,
+    run_cli,
+)
 
+# ppo_rnn.py's defaults are ppo.py's without the activation (its layers are relu).
 DEFAULT_CONFIG: dict[str, Any] = {
-    "LR": 2.5e-4,
-    "NUM_ENVS": 4,
-    "NUM_STEPS": 128,
-    "TOTAL_TIMESTEPS": 5e5,
-    "UPDATE_EPOCHS": 4,
-    "NUM_MINIBATCHES": 4,
-    "GAMMA": 0.99,
-    "GAE_LAMBDA": 0.95,
-    "CLIP_EPS": 0.2,
-    "ENT_COEF": 0.01,
-    "VF_COEF": 0.5,
-    "MAX_GRAD_NORM": 0.5,
-    "ENV_NAME": "CartPole-v1",
-    "ANNEAL_LR": True,
+    k: v for k, v in FEEDFORWARD_DEFAULT_CONFIG.items() if k != "ACTIVATION"
 }
 HIDDEN_SIZE = 128
 
@@ -141,22 +136,8 @@ def make_train(config: dict[str, Any]):
     ``init(rng) -> runner_state`` and ``run_updates(runner_state, n) -> (runner_state, metric)``
     split it so a benchmark can time ``n`` updates at a time (same code, same arithmetic).
     """
-    config = dict(config)
-    config["NUM_UPDATES"] = int(
-        config["TOTAL_TIMESTEPS"] // config["NUM_STEPS"] // config["NUM_ENVS"]
-    )
-    config["MINIBATCH_SIZE"] = config["NUM_ENVS"] * config["NUM_STEPS"] // config["NUM_MINIBATCHES"]
-    env, env_params = gymnax.make(config["ENV_NAME"])
-    env = LogWrapper(env)
+    config, env, env_params = make_setup(config)
     network = ActorCriticRNN(env.action_space(env_params).n)
-
-    def linear_schedule(count: jax.Array) -> jax.Array:
-        frac = (
-            1.0
-            - (count // (config["NUM_MINIBATCHES"] * config["UPDATE_EPOCHS"]))
-            / config["NUM_UPDATES"]
-        )
-        return config["LR"] * frac
 
     def init(rng: jax.Array) -> tuple:
         rng, _rng = jax.random.split(rng)
@@ -166,17 +147,9 @@ def make_train(config: dict[str, Any]):
         )
         init_hstate = ScannedRNN.initialize_carry(config["NUM_ENVS"], HIDDEN_SIZE)
         network_params = network.init(_rng, init_hstate, init_x)
-        if config["ANNEAL_LR"]:
-            tx = optax.chain(
-                optax.clip_by_global_norm(config["MAX_GRAD_NORM"]),
-                optax.adam(learning_rate=linear_schedule, eps=1e-5),
-            )
-        else:
-            tx = optax.chain(
-                optax.clip_by_global_norm(config["MAX_GRAD_NORM"]),
-                optax.adam(config["LR"], eps=1e-5),
-            )
-        train_state = TrainState.create(apply_fn=network.apply, params=network_params, tx=tx)
+        train_state = TrainState.create(
+            apply_fn=network.apply, params=network_params, tx=make_optimizer(config)
+        )
         rng, _rng = jax.random.split(rng)
         reset_rng = jax.random.split(_rng, config["NUM_ENVS"])
         obsv, env_state = jax.vmap(env.reset, in_axes=(0, None))(reset_rng, env_params)
@@ -213,24 +186,7 @@ def make_train(config: dict[str, Any]):
         last_val = last_val.squeeze(0)
         last_val = jnp.where(last_done, jnp.zeros_like(last_val), last_val)
 
-        def _calculate_gae(traj_batch: Transition, last_val: jax.Array):
-            def _get_advantages(gae_and_next_value: tuple, transition: Transition):
-                gae, next_value = gae_and_next_value
-                done, value, reward = transition.done, transition.value, transition.reward
-                delta = reward + config["GAMMA"] * next_value * (1 - done) - value
-                gae = delta + config["GAMMA"] * config["GAE_LAMBDA"] * (1 - done) * gae
-                return (gae, value), gae
-
-            _, advantages = jax.lax.scan(
-                _get_advantages,
-                (jnp.zeros_like(last_val), last_val),
-                traj_batch,
-                reverse=True,
-                unroll=16,
-            )
-            return advantages, advantages + traj_batch.value
-
-        advantages, targets = _calculate_gae(traj_batch, last_val)
+        advantages, targets = calculate_gae(traj_batch, last_val, config)
 
         # UPDATE NETWORK
         def _update_epoch(update_state: tuple, unused: None) -> tuple[tuple, Any]:
@@ -242,30 +198,7 @@ def make_train(config: dict[str, Any]):
                     _, pi, value = network.apply(
                         params, init_hstate[0], (traj_batch.obs, traj_batch.done)
                     )
-                    log_prob = pi.log_prob(traj_batch.action)
-
-                    # CALCULATE VALUE LOSS
-                    value_pred_clipped = traj_batch.value + (value - traj_batch.value).clip(
-                        -config["CLIP_EPS"], config["CLIP_EPS"]
-                    )
-                    value_losses = jnp.square(value - targets)
-                    value_losses_clipped = jnp.square(value_pred_clipped - targets)
-                    value_loss = 0.5 * jnp.maximum(value_losses, value_losses_clipped).mean()
-
-                    # CALCULATE ACTOR LOSS
-                    ratio = jnp.exp(log_prob - traj_batch.log_prob)
-                    gae = (gae - gae.mean()) / (gae.std() + 1e-8)
-                    loss_actor1 = ratio * gae
-                    loss_actor2 = (
-                        jnp.clip(ratio, 1.0 - config["CLIP_EPS"], 1.0 + config["CLIP_EPS"]) * gae
-                    )
-                    loss_actor = -jnp.minimum(loss_actor1, loss_actor2).mean()
-                    entropy = pi.entropy().mean()
-
-                    total_loss = (
-                        loss_actor + config["VF_COEF"] * value_loss - config["ENT_COEF"] * entropy
-                    )
-                    return total_loss, (value_loss, loss_actor, entropy)
+                    return ppo_loss(pi, value, traj_batch, gae, targets, config)
 
                 grad_fn = jax.value_and_grad(_loss_fn, has_aux=True)
                 total_loss, grads = grad_fn(
