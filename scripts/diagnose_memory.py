@@ -26,7 +26,10 @@ actor-critic of a config is measured on them:
 * ``probe``: the same network trained by supervised learning (cross-entropy to the oracle action at
   every step, whole episodes, the PPO optimiser) for ``--probe-steps`` gradient steps; reports the
   oracle accuracy by episode position. It separates "the memory cannot learn to hold" from "the
-  RL signal does not teach it".
+  RL signal does not teach it". ``--probe-signal reward|return`` trains it by a policy gradient
+  instead (the advantage each sampled action's own reward, or the discounted return-to-go), and
+  ``--probe-window W`` cuts the gradient every W steps as PPO's sequences from stored carries do
+  (docs/learning.md, section 5).
 
     python scripts/diagnose_memory.py network=gru env=popgym/repeat_first
     python scripts/diagnose_memory.py --probe-steps 2000 network=memoroid env=popgym/repeat_first
