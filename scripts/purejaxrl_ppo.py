@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import flax.linen as nn
@@ -263,6 +264,21 @@ def make_setup(config: dict[str, Any]) -> tuple[dict[str, Any], LogWrapper, Any]
     return config, LogWrapper(env), env_params
 
 
+def make_runner(init: Callable, update_step: Callable, config: dict[str, Any]) -> tuple:
+    """The end of PureJaxRL's ``make_train`` (shared with ``purejaxrl_ppo_rnn.py``):
+    ``(train, init, run_updates)`` with ``run_updates(runner_state, n)`` a ``lax.scan`` of ``n``
+    update steps and ``train(rng)`` the whole run of ``NUM_UPDATES`` updates."""
+
+    def run_updates(runner_state: tuple, num_updates: int) -> tuple[tuple, Any]:
+        return jax.lax.scan(update_step, runner_state, None, num_updates)
+
+    def train(rng: jax.Array) -> dict[str, Any]:
+        runner_state, metric = run_updates(init(rng), config["NUM_UPDATES"])
+        return {"runner_state": runner_state, "metrics": metric}
+
+    return train, init, run_updates
+
+
 def make_train(config: dict[str, Any]):
     """PureJaxRL's ``make_train``; returns ``train(rng)`` plus the pieces to run chunks.
 
@@ -356,14 +372,7 @@ def make_train(config: dict[str, Any]):
         runner_state = (train_state, env_state, last_obs, rng)
         return runner_state, metric
 
-    def run_updates(runner_state: tuple, num_updates: int) -> tuple[tuple, Any]:
-        return jax.lax.scan(_update_step, runner_state, None, num_updates)
-
-    def train(rng: jax.Array) -> dict[str, Any]:
-        runner_state, metric = run_updates(init(rng), config["NUM_UPDATES"])
-        return {"runner_state": runner_state, "metrics": metric}
-
-    return train, init, run_updates
+    return make_runner(init, _update_step, config)
 
 
 def mean_final_return(metric: dict[str, jax.Array], last_updates: int = 5) -> float:

@@ -60,6 +60,7 @@ from purejaxrl_ppo import (  # noqa: E402
     Transition,
     calculate_gae,
     make_optimizer,
+    make_runner,
     make_setup,
     ppo_loss,
     run_cli,
@@ -238,14 +239,7 @@ def make_train(config: dict[str, Any]):
         runner_state = (train_state, env_state, last_obs, last_done, hstate, rng)
         return runner_state, metric
 
-    def run_updates(runner_state: tuple, num_updates: int) -> tuple[tuple, Any]:
-        return jax.lax.scan(_update_step, runner_state, None, num_updates)
-
-    def train(rng: jax.Array) -> dict[str, Any]:
-        runner_state, metric = run_updates(init(rng), config["NUM_UPDATES"])
-        return {"runner_state": runner_state, "metrics": metric}
-
-    return train, init, run_updates
+    return make_runner(init, _update_step, config)
 
 
 if __name__ == "__main__":
