@@ -370,6 +370,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", help="also write the JSON records to this file")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides (network=..., env=...)")
     args = parser.parse_args(argv)
+    least_values = {"probe_steps": 0, "probe_window": 0, "probe_batch": 1, "episodes": 1}
+    for key, least in least_values.items():
+        if getattr(args, key) < least:
+            parser.error(f"--{key.replace('_', '-')} must be at least {least}")
 
     if args.run:
         from stoixlite.run.resume import load_run

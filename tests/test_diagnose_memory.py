@@ -5,6 +5,8 @@ popgym/repeat_first with the previous action in the input)."""
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -127,3 +129,25 @@ def test_probe_signals_train_the_policy(signal):
     out = dm.probe(cfg, agent, params, env, jax.random.PRNGKey(3), 60, 16, 8, 60, 0, signal)
     assert [r["step"] for r in out] == [0, 60]
     assert out[-1]["probe_accuracy"]["0"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--probe-window", "-3"], "--probe-window must be at least 0"),
+        (["--probe-steps", "-1"], "--probe-steps must be at least 0"),
+        (["--probe-batch", "0"], "--probe-batch must be at least 1"),
+        (["--probe-window", "abc"], "invalid int value: 'abc'"),
+        (["--probe-signal", "rewrd"], "invalid choice: 'rewrd'"),
+    ],
+)
+def test_bad_probe_options_are_a_one_line_error(args, message):
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), *args, "env=popgym/repeat_first"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and message in errors[0], proc.stderr
