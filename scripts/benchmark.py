@@ -50,24 +50,24 @@ from pathlib import Path
 # Import this checkout's package (also in the worker subprocesses), not another installed copy.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-# The PureJaxRL re-implementations run as pseudo-networks: network name -> module in scripts/
+# The PureJaxRL re-implementations run as pseudo-networks named after their module in scripts/
 # (each has DEFAULT_CONFIG and make_train(config) -> (train, init, run_updates)).
 PUREJAXRL_PPO = "purejaxrl_ppo"  # ppo.py
 PUREJAXRL_PPO_RNN = "purejaxrl_ppo_rnn"  # ppo_rnn.py
-REFERENCE_MODULES = {PUREJAXRL_PPO: "purejaxrl_ppo", PUREJAXRL_PPO_RNN: "purejaxrl_ppo_rnn"}
+REFERENCE_MODULES = (PUREJAXRL_PPO, PUREJAXRL_PPO_RNN)
 REFERENCE_ENV = "gymnax/CartPole-v1"  # the only env the re-implementations run
 REFERENCE_ROWS = [
     # PureJaxRL ppo.py against its like-for-like stoixlite network (feedforward: separate
     # 2 x 64 tanh actor and critic, shuffled transitions), 4 epochs x 4 minibatches.
     *(
-        {"network": n, "env": "gymnax/CartPole-v1", "num_envs": e, "width": None, "label": label}
+        {"network": n, "env": REFERENCE_ENV, "num_envs": e, "width": None, "label": label}
         for e in (4, 64)
         for n, label in ((PUREJAXRL_PPO, "PureJaxRL ppo.py"), ("feedforward", "like ppo.py"))
     ),
     # PureJaxRL ppo_rnn.py against its shape (GRU/embedding/heads 128) and the memoroids at the
     # same width.
     *(
-        {"network": n, "env": "gymnax/CartPole-v1", "num_envs": e, "width": w, "label": label}
+        {"network": n, "env": REFERENCE_ENV, "num_envs": e, "width": w, "label": label}
         for e in (4, 64)
         for n, w, label in (
             (PUREJAXRL_PPO_RNN, None, "PureJaxRL ppo_rnn.py"),
@@ -129,7 +129,7 @@ def run_reference_row(spec: dict) -> tuple[int, float, list[float], float]:
     if error := reference_env_error(spec["network"], spec["env"]):
         raise SystemExit(error)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
-    module = importlib.import_module(REFERENCE_MODULES[spec["network"]])
+    module = importlib.import_module(spec["network"])
     steps_per_update = spec["num_envs"] * spec["rollout_length"]
     updates = spec["updates"]
     config = {
