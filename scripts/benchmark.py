@@ -56,6 +56,15 @@ PUREJAXRL_PPO = "purejaxrl_ppo"  # ppo.py
 PUREJAXRL_PPO_RNN = "purejaxrl_ppo_rnn"  # ppo_rnn.py
 REFERENCE_MODULES = (PUREJAXRL_PPO, PUREJAXRL_PPO_RNN)
 REFERENCE_ENV = "gymnax/CartPole-v1"  # the only env the re-implementations run
+# The feedforward network's shape (configs/network/feedforward.yaml) around a memory model.
+PPO_PY_WIDTHS = (
+    "network.hidden_size=64",
+    "network.embed_size=64",
+    "network.encoder_layers=0",
+    "network.head_size=64",
+    "network.head_layers=2",
+    "network.activation=tanh",
+)
 REFERENCE_ROWS = [
     # PureJaxRL ppo.py against its like-for-like stoixlite network (feedforward: separate
     # 2 x 64 tanh actor and critic, shuffled transitions), 4 epochs x 4 minibatches.
@@ -76,7 +85,22 @@ REFERENCE_ROWS = [
             ("mlp", 128, "width 128"),
         )
     ),
+    # The memoroids at ppo.py's widths (issue 15: "at the same widths as that row"): no encoder,
+    # a 64-wide memory, then separate-head 2 x 64 tanh MLPs, against the feedforward row.
+    *(
+        {
+            "network": n,
+            "env": REFERENCE_ENV,
+            "num_envs": e,
+            "width": None,
+            "label": "ppo.py widths",
+            "overrides": list(PPO_PY_WIDTHS),
+        }
+        for e in (4, 64)
+        for n in ("memoroid", "lru", "s5", "mingru")
+    ),
 ]
+REFERENCE_LABELS = {row["label"] for row in REFERENCE_ROWS}
 
 
 def hardware() -> str:
@@ -339,6 +363,12 @@ def main() -> None:
         help="hidden/embed/head size of the matrix rows (0: the network config's own)",
     )
     parser.add_argument("--reference-only", action="store_true")
+    parser.add_argument(
+        "--reference-labels",
+        nargs="*",
+        default=None,
+        help=f"only the reference rows with these labels (of {sorted(REFERENCE_LABELS)})",
+    )
     parser.add_argument("--no-reference", action="store_true")
     parser.add_argument(
         "--devices", nargs="*", type=int, default=None, help="arch.num_devices of each row"
@@ -361,6 +391,11 @@ def main() -> None:
         if name not in configs and name not in REFERENCE_MODULES:
             parser.error(
                 f"unknown network {name!r}; choose from {sorted(configs | set(REFERENCE_MODULES))}"
+            )
+    for label in args.reference_labels or ():
+        if label not in REFERENCE_LABELS:
+            parser.error(
+                f"unknown reference label {label!r}; choose from {sorted(REFERENCE_LABELS)}"
             )
     for env in args.envs:
         if env not in available_envs():
@@ -406,6 +441,7 @@ def main() -> None:
         specs += [
             {**common(row["num_envs"], 128), **row, "epochs": 4, "minibatches": 4}
             for row in REFERENCE_ROWS
+            if args.reference_labels is None or row["label"] in args.reference_labels
         ]
     if args.devices:
         specs = [{**spec, "devices": d} for spec in specs for d in args.devices]

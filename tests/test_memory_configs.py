@@ -49,3 +49,36 @@ def test_composed_network_group_is_complete(name):
     assert net.name == name
     own = OmegaConf.to_container(OmegaConf.load(CONFIG_DIR / f"{name}.yaml"))
     assert dict(net.memory) == {k: v for k, v in own.items() if k != "name"}
+
+
+ENV_NETWORK_DIR = CONFIGS / "env_network"
+
+
+def _env_choices() -> set[str]:
+    env_dir = CONFIGS / "env"
+    return {str(p.relative_to(env_dir).with_suffix("")) for p in env_dir.rglob("*.yaml")}
+
+
+def test_every_env_network_file_names_an_existing_env_and_network():
+    """A misspelt ``configs/env_network/<env>_<network>.yaml`` would never apply (the group is
+    optional): each file must split into a real env choice and a real network choice."""
+    networks = {p.stem for p in CONFIG_DIR.glob("*.yaml")}
+    files = sorted(ENV_NETWORK_DIR.rglob("*.yaml"))
+    assert files, "configs/env_network/ holds no specialisation"
+    pairs = {f"{env}_{net}" for env in _env_choices() for net in networks}
+    for path in files:
+        stem = str(path.relative_to(ENV_NETWORK_DIR).with_suffix(""))
+        assert stem in pairs, f"{path}: not <env choice>_<network choice>"
+        assert path.read_text().count("# @package _global_") == 1
+
+
+def test_env_network_defaults_apply_to_their_pair_only_and_the_command_line_wins():
+    pair = compose_config(["network=gru", "env=popgym/repeat_first"])
+    assert pair.network.chrono_period == 512
+    assert parse(pair).network.memory["chrono_period"] == 512
+    # the same network on another env, and another network on the same env: untouched
+    assert compose_config(["network=gru", "env=popgym/repeat_previous"]).network.chrono_period == 0
+    assert "chrono_period" not in compose_config(["network=memoroid", "env=popgym/repeat_first"]).network
+    # the command line overrides the pair's default
+    cli = compose_config(["network=gru", "env=popgym/repeat_first", "network.chrono_period=0"])
+    assert cli.network.chrono_period == 0
