@@ -25,6 +25,7 @@ SCRIPT = SCRIPTS / "benchmark.py"
         (["--num-envs", "6"], "--num-envs 6 must be a positive multiple of --minibatches"),
         (["--chunk-steps", "100"], "--chunk-steps must be at least one update"),
         (["--repeats", "0"], "--repeats must be at least 1"),
+        (["--reference-labels", "nope"], "unknown reference label 'nope'"),
         (
             ["--networks", "purejaxrl_ppo_rnn", "--envs", "popgym/repeat_previous"]
             + ["--no-reference"],
@@ -90,3 +91,20 @@ def test_purejaxrl_ppo_rnn_network_and_updates():
     assert all(bool(jnp.isfinite(leaf).all()) for leaf in leaves)
     moved = jax.tree.map(lambda a, b: float(jnp.abs(a - b).max()), state[0].params, params0)
     assert max(jax.tree.leaves(moved)) > 0
+
+
+def test_reference_rows_at_ppo_py_widths_use_the_feedforward_shape():
+    """The memoroid rows "at the same widths as the feed-forward row" set exactly the keys
+    of configs/network/feedforward.yaml that shape the network (a drifted copy would compare
+    different networks)."""
+    from omegaconf import OmegaConf
+
+    sys.path.insert(0, str(SCRIPTS))
+    import benchmark
+
+    feedforward = OmegaConf.load(SCRIPTS.parent / "configs" / "network" / "feedforward.yaml")
+    widths = dict(o.removeprefix("network.").split("=") for o in benchmark.PPO_PY_WIDTHS)
+    assert widths == {k: str(feedforward[k]) for k in widths}
+    assert set(widths) >= {"embed_size", "encoder_layers", "head_size", "head_layers", "activation"}
+    rows = [r for r in benchmark.REFERENCE_ROWS if r["label"] == "ppo.py widths"]
+    assert {r["num_envs"] for r in rows} == {4, 64} and all(r["overrides"] for r in rows)
