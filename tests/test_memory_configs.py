@@ -78,7 +78,10 @@ def test_env_network_defaults_apply_to_their_pair_only_and_the_command_line_wins
     assert parse(pair).network.memory["chrono_period"] == 512
     # the same network on another env, and another network on the same env: untouched
     assert compose_config(["network=gru", "env=popgym/repeat_previous"]).network.chrono_period == 0
-    assert "chrono_period" not in compose_config(["network=memoroid", "env=popgym/repeat_first"]).network
+    assert (
+        "chrono_period"
+        not in compose_config(["network=memoroid", "env=popgym/repeat_first"]).network
+    )
     # the command line overrides the pair's default
     cli = compose_config(["network=gru", "env=popgym/repeat_first", "network.chrono_period=0"])
     assert cli.network.chrono_period == 0
