@@ -25,10 +25,14 @@ past steps are part of the carry (a window with a validity mask, :mod:`._window`
 earlier episode read as zeros, so a call on ``T`` steps equals ``T`` one-step calls and the
 rollout/replay identity holds exactly. ``conv_size = 1`` is a pointwise (no-context) convolution.
 
-Deviations from the paper: no hardware-aware fused kernel (the prefix states ``[T, B, E, N]``
-are materialised); ``expand`` defaults to 1 (the paper uses 2) and ``N`` to 16; the Mamba
-block's own residual/normalisation is the stack's (``_stack.CellStack``: pre-LayerNorm residual
-blocks from the second layer on; the paper uses RMSNorm).
+With the sequential strategy (the default on CPU) the selection and the readout run inside the
+loop (:func:`selective_scan`), so the ``[T, B, E, N]`` elements are never materialised, and the
+gradient is a hand-written reverse loop; the associative strategy materialises them.
+
+Deviations from the paper: no hardware-aware fused GPU kernel; ``expand`` defaults to 1 (the
+paper uses 2) and ``N`` to 16; the Mamba block's own residual/normalisation is the stack's
+(``_stack.CellStack``: pre-LayerNorm residual blocks from the second layer on; the paper uses
+RMSNorm).
 """
 
 from __future__ import annotations
@@ -47,6 +51,7 @@ from stoixlite.networks.memory.scan import (
     linear_recurrence_combine,
     linear_recurrence_identity,
     resettable_scan,
+    resolve_strategy,
 )
 
 Array = jax.Array
@@ -112,12 +117,11 @@ class MambaCell(nn.Module):
         u = jax.nn.silu(jnp.einsum("tbke,ke->tbe", seen, self.conv_kernel) + self.conv_bias)
         return _window.append(window, valid, x_in, start), u
 
-    def elements(self, u: Array) -> tuple[tuple[Array, Array], Array]:
-        """SSM elements ``(exp(Delta A), Delta u B^T)`` ``[T, B, E, N]`` and ``C_t [T, B, N]``."""
-        dt = jax.nn.softplus(self.dt_proj(self.dt_low(u)))  # [T, B, E]
+    def selection(self, u: Array) -> tuple[Array, Array, Array]:
+        """The input-dependent parameters ``(Delta [T, B, E], B_t [T, B, N], C_t [T, B, N])``."""
+        dt = jax.nn.softplus(self.dt_proj(self.dt_low(u)))
         b, c = jnp.split(self.bc_proj(u), 2, axis=-1)
-        decay = jnp.exp(dt[..., None] * -jnp.exp(self.a_log))
-        return (decay, (dt * u)[..., None] * b[..., None, :]), c
+        return dt, b, c
 
     def __call__(
         self, carry: MambaState, x: Array, start: Array, strategy: str
@@ -125,12 +129,114 @@ class MambaCell(nn.Module):
         conv_state, ssm_state = carry
         x_in, z = jnp.split(self.in_proj(x), 2, axis=-1)
         conv_state, u = self.conv(conv_state, x_in, start)
-        elems, c = self.elements(u)
-        states, ssm_state = resettable_scan(
-            linear_recurrence_combine, ssm_state, elems, start, strategy
-        )
-        y = jnp.einsum("tben,tbn->tbe", states[1], c) + self.d * u
+        dt, b, c = self.selection(u)
+        a = -jnp.exp(self.a_log)
+        if start.shape[0] > 1 and resolve_strategy(strategy, start.shape[0]) == "sequential":
+            ssm_state, y = selective_scan(a, ssm_state, dt, dt * u, b, c, start)
+        else:  # the memoroid: elements [T, B, E, N], prefix states, then the readout
+            elems = (jnp.exp(dt[..., None] * a), (dt * u)[..., None] * b[..., None, :])
+            states, ssm_state = resettable_scan(
+                linear_recurrence_combine, ssm_state, elems, start, strategy
+            )
+            y = jnp.einsum("tben,tbn->tbe", states[1], c)
+        y = y + self.d * u
         return (conv_state, ssm_state), self.out_proj(y * jax.nn.silu(z))
+
+
+def selective_scan(
+    a: Array, state: SSMState, dt: Array, du: Array, b: Array, c: Array, start: Array
+) -> tuple[SSMState, Array]:
+    """The sequential strategy with the selection and the readout inside the loop body.
+
+    Per step: ``decay = exp(Delta_t A)`` and the input ``(Delta_t u_t) B_t^T`` (each ``[B, E, N]``)
+    are formed, the memoroid step of
+    :func:`~stoixlite.networks.memory.scan.linear_recurrence_combine` with its reset applied
+    (``h_t = u_t`` at an episode start, else ``decay * h_{t-1} + u_t``: the values of
+    :func:`~stoixlite.networks.memory.scan.resettable_scan`), and only ``y_t = h_t C_t``
+    ``[B, E]`` leaves the loop, so no ``[T, B, E, N]`` tensor of elements is materialised (the
+    paper's "do not materialise the expanded state", Section 3.3.2, as a CPU loop instead of a
+    fused GPU kernel). The gradient is the hand-written reverse recurrence of
+    :func:`_ssm_backward` (one reverse loop over the saved states; JAX's own transpose of the loop
+    was 1.6x slower, docs/benchmarks.md).
+
+    Args: ``a [E, N]``, ``state = (prod decay, h)`` each ``[B, E, N]``, ``dt`` and ``du``
+    (``Delta * u``) ``[T, B, E]``, ``b`` and ``c`` ``[T, B, N]``, ``start [T, B]`` bool.
+    Returns ``(final state, y [T, B, E])``.
+    """
+    prod, h = state
+    keep = jnp.logical_not(start).astype(dt.dtype)
+    h, y = _ssm(a, h, dt, du, b, c, keep)
+
+    def prod_step(p: Array, inp: tuple[Array, Array]) -> tuple[Array, None]:
+        dt_t, s_t = inp  # the monoid's first component; dropped by jit when the carry is unused
+        decay = jnp.exp(dt_t[..., None] * a)
+        return jnp.where(s_t[:, None, None], decay, p * decay), None
+
+    prod, _ = jax.lax.scan(prod_step, prod, (dt, start))
+    return (prod, h), y
+
+
+def _ssm_loop(
+    a: Array, h: Array, dt: Array, du: Array, b: Array, c: Array, keep: Array
+) -> tuple[Array, tuple[Array, Array]]:
+    """Forward loop: ``h_t = keep_t exp(dt_t A) h_{t-1} + du_t b_t^T``; per step ``(h_t, y_t)``."""
+
+    def body(h: Array, inp: tuple[Array, ...]) -> tuple[Array, tuple[Array, Array]]:
+        dt_t, du_t, b_t, c_t, k_t = inp
+        decay = jnp.exp(dt_t[..., None] * a) * k_t[:, None, None]
+        h = decay * h + du_t[..., None] * b_t[:, None, :]
+        return h, (h, jnp.einsum("ben,bn->be", h, c_t))
+
+    return jax.lax.scan(body, h, (dt, du, b, c, keep))
+
+
+@jax.custom_vjp
+def _ssm(
+    a: Array, h0: Array, dt: Array, du: Array, b: Array, c: Array, keep: Array
+) -> tuple[Array, Array]:
+    """``(h_T [B, E, N], y [T, B, E])`` of the selective recurrence (``keep`` = not a start)."""
+    h, (_, y) = _ssm_loop(a, h0, dt, du, b, c, keep)
+    return h, y
+
+
+def _ssm_forward(
+    a: Array, h0: Array, dt: Array, du: Array, b: Array, c: Array, keep: Array
+) -> tuple[tuple[Array, Array], tuple[Array, ...]]:
+    h, (hs, y) = _ssm_loop(a, h0, dt, du, b, c, keep)
+    return (h, y), (a, h0, dt, du, b, c, keep, hs)
+
+
+def _ssm_backward(res: tuple[Array, ...], cotangents: tuple[Array, Array]) -> tuple[Array, ...]:
+    """Reverse recurrence: ``dh_t = dy_t c_t + keep_{t+1} lambda_{t+1} dh_{t+1}`` with
+    ``lambda_t = exp(dt_t A)``; from it ``dc_t = h_t^T dy_t``, ``d du_t = dh_t b_t``,
+    ``d b_t = dh_t^T du_t`` and, through ``lambda_t``, ``d dt_t`` and ``dA``."""
+    a, h0, dt, du, b, c, keep, hs = res
+    g_h, g_y = cotangents
+    h_prev = jnp.concatenate([h0[None], hs[:-1]], axis=0)
+
+    def body(carry, inp):
+        dh_next, da = carry
+        dt_t, du_t, b_t, c_t, k_t, h_t, hp_t, gy_t = inp
+        lam = jnp.exp(dt_t[..., None] * a) * k_t[:, None, None]
+        dh = dh_next + gy_t[..., None] * c_t[:, None, :]
+        g_exp = dh * hp_t * lam  # d loss / d (dt_t A), [B, E, N]
+        da = da + jnp.einsum("ben,be->en", g_exp, dt_t)
+        grads = (
+            jnp.einsum("ben,en->be", g_exp, a),
+            jnp.einsum("ben,bn->be", dh, b_t),
+            jnp.einsum("ben,be->bn", dh, du_t),
+            jnp.einsum("ben,be->bn", h_t, gy_t),
+        )
+        return (dh * lam, da), grads
+
+    inputs = (dt, du, b, c, keep, hs, h_prev, g_y)
+    (g_h0, g_a), (g_dt, g_du, g_b, g_c) = jax.lax.scan(
+        body, (g_h, jnp.zeros_like(a)), inputs, reverse=True
+    )
+    return g_a, g_h0, g_dt, g_du, g_b, g_c, jnp.zeros_like(keep)
+
+
+_ssm.defvjp(_ssm_forward, _ssm_backward)
 
 
 @register_memory("mamba")
