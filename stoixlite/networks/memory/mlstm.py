@@ -44,6 +44,7 @@ import jax.numpy as jnp
 from stoixlite.networks.memory import register_memory
 from stoixlite.networks.memory._common import heads_errors
 from stoixlite.networks.memory._memoroid import MemoroidCell, MemoroidStack
+from stoixlite.networks.memory.scan import resolve_strategy
 
 Array = jax.Array
 # (C^ [..., heads, d, d], n^ [..., heads, d], m [..., heads], F [..., heads]) float32
@@ -112,10 +113,48 @@ class MLSTMCell(MemoroidCell):
     def readout(self, states: MLSTMState, x: Array) -> Array:
         c, n, m, _ = states
         q = self._heads(jnp.split(self.qkv(x), 3, axis=-1)[0])
-        num = jnp.einsum("tbhvk,tbhk->tbhv", c, q)
-        den = jnp.maximum(jnp.abs(jnp.einsum("tbhk,tbhk->tbh", n, q)), jnp.exp(-m))
-        h = (num / den[..., None]).reshape(*x.shape[:2], self.hidden_size)
+        return self._output(mlstm_read(c, n, m, q), x)
+
+    def _output(self, h: Array, x: Array) -> Array:
+        """``W_out (sigmoid(W_o x) * concat_heads(h~))`` from ``h~ [T, B, heads, d]``."""
+        h = h.reshape(*x.shape[:2], self.hidden_size)
         return self.out(jax.nn.sigmoid(self.output_gate(x)) * h)
+
+    def __call__(
+        self, carry: MLSTMState, x: Array, start: Array, strategy: str
+    ) -> tuple[MLSTMState, Array]:
+        """The memoroid (:class:`MemoroidCell`), except the sequential strategy over T > 1 steps:
+        one loop that forms each step's element, applies the operator with its reset and reads
+        ``h~_t`` out inside the body, so neither the ``[T, B, heads, d, d]`` elements nor the
+        prefix states are materialised in the forward pass (the same values)."""
+        if start.shape[0] == 1 or resolve_strategy(strategy, start.shape[0]) != "sequential":
+            return super().__call__(carry, x, start, strategy)
+        q, k, v = (self._heads(u) for u in jnp.split(self.qkv(x), 3, axis=-1))
+        k = k / jnp.sqrt(self.head_size)
+        i_pre, log_f = self.input_gate(x), jax.nn.log_sigmoid(self.forget_gate(x))
+
+        def body(state: MLSTMState, inp: tuple[Array, ...]) -> tuple[MLSTMState, Array]:
+            q_t, k_t, v_t, i_t, f_t, s_t = inp
+            elem = (v_t[..., :, None] * k_t[..., None, :], k_t, i_t, f_t)
+            new = mlstm_combine(state, elem)
+            new = jax.tree_util.tree_map(
+                lambda n, e: jnp.where(s_t.reshape(s_t.shape + (1,) * (n.ndim - 1)), e, n),
+                new,
+                elem,
+            )
+            c, n, m, _ = new
+            return new, mlstm_read(c, n, m, q_t)
+
+        final, h = jax.lax.scan(body, carry, (q, k, v, i_pre, log_f, start))
+        return final, self._output(h, x)
+
+
+def mlstm_read(c: Array, n: Array, m: Array, q: Array) -> Array:
+    """``h~ = C q / max(|n^T q|, exp(-m))`` for ``C [..., heads, d, d]``, ``n, q [..., heads,
+    d]``, ``m [..., heads]``: the paper's normalised readout in the stabilised state."""
+    num = jnp.einsum("...hvk,...hk->...hv", c, q)
+    den = jnp.maximum(jnp.abs(jnp.einsum("...hk,...hk->...h", n, q)), jnp.exp(-m))
+    return num / den[..., None]
 
 
 @register_memory("mlstm")
