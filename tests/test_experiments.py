@@ -223,6 +223,27 @@ def test_target_return_stops_early(tmp_path, uninterrupted):
     assert len(read_jsonl(tmp_path / "full" / "metrics.jsonl")) == len(full)
 
 
+def test_resume_after_an_early_stop_trains_no_further(tmp_path, uninterrupted, capsys):
+    """A run stopped at ``arch.target_return`` is finished: resuming it adds no chunk and keeps
+    its records and checkpoint; resuming with ``arch.target_return=null`` trains on to the
+    budget, the same records as the uninterrupted run."""
+    _, full_dir, _ = uninterrupted
+    full = read_jsonl(full_dir / "metrics.jsonl")
+    first = full[0]["eval/episode_return"]
+    stopped = compose_config(RUN + [f"arch.target_return={first}"])
+    run_dir = tmp_path / "stop"
+    train(stopped, run_dir)
+    before = (run_dir / "metrics.jsonl").read_text()
+    assert train(stopped, run_dir, resume=True) == pytest.approx(first)
+    assert "nothing to train" in capsys.readouterr().out
+    assert (run_dir / "metrics.jsonl").read_text() == before
+    with Checkpointer(checkpoint_dir(run_dir), config_fingerprint(stopped)) as ckpt:
+        assert ckpt.latest_step() == 1
+    train_on = compose_config(RUN + ["arch.target_return=null"])
+    train(train_on, run_dir, resume=True)
+    assert stable(read_jsonl(run_dir / "metrics.jsonl")) == stable(full)
+
+
 def test_multi_seed_init_is_one_program_per_seed_and_matches_eager():
     """``Run.init`` compiles the initial state per seed: vmapped, the orthogonal init is a batched
     LAPACK QR that deadlocked the 2-core XLA thread pool (framestack, 3 seeds). In a subprocess

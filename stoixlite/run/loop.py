@@ -83,20 +83,30 @@ def train(
             print(f"resuming {run_dir} from checkpoint {step} (chunk {host.chunk})")
     else:
         state, key = run.init()
+    # A run that stopped early at arch.target_return is finished: resuming it trains no further
+    # unless the resumed config's target is no longer reached (e.g. arch.target_return=null).
+    done = resume and target_reached(host.last_eval_return, cfg.arch.target_return)
     if primary:
         (run_dir / CONFIG_FILE).write_text(saved_config)
         if cfg.budget_note():
             print(cfg.budget_note())
+        if done:
+            print(
+                f"{run_dir} stopped at arch.target_return={cfg.arch.target_return} (eval return "
+                f"{host.last_eval_return:.4f} after chunk {host.chunk}): nothing to train "
+                "(resume with arch.target_return=null to train on)"
+            )
 
     start = time.perf_counter()
-    learn = run.compile_programs(state, key)
+    learn = run.compile_programs(state, key) if not done else None
     compile_s = time.perf_counter() - start
     collapse = CollapseWatch(cfg.system.lr)
     ok = False
     try:
         recorder.start(host.logger_step, run.steps_per_chunk * host.chunk)
         with StopRequest() as stop:
-            while host.chunk < num_chunks:
+            while host.chunk < num_chunks and not done:
+                assert learn is not None
                 chunk = host.chunk
                 tic = time.perf_counter()
                 state, chunk_metrics = learn(state)
@@ -153,6 +163,7 @@ def train(
                 collapse.observe(record)
                 host.chunk, host.logger_step = chunk + 1, host.logger_step + 1
                 ret = record["eval/episode_return"]
+                host.last_eval_return = ret
                 if math.isfinite(ret) and (
                     host.best_eval_return is None or ret > host.best_eval_return
                 ):

@@ -39,6 +39,7 @@ class HostState:
     best_eval_return: float | None = None
     elapsed_s: float = 0.0  # training wall-clock before this process (for time/elapsed_s)
     rollbacks: int = 0  # non-finite chunks rolled back (arch.on_nonfinite=rollback)
+    last_eval_return: float | None = None  # of the newest chunk (a resume checks the early stop)
 
 
 def checkpoint_tree(state: Any, key: jax.Array) -> dict[str, Any]:
