@@ -143,3 +143,62 @@ def test_burn_in_zero_is_todays_update():
     b, mb = jax.jit(exp0.update)(exp0.init_state(jax.random.PRNGKey(0)))
     for x, y in zip(jax.tree.leaves(a.params), jax.tree.leaves(b.params), strict=True):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+@pytest.mark.parametrize("model", ["gru", "transformer"])
+def test_rollout_keeping_equals_rollout(model):
+    """``rollout_keeping`` (the rollout of ``system.rollout_carries=sequence_starts``) records the
+    same trajectory as ``rollout``, keeps exactly the carries before the listed steps, and its
+    in-loop bootstrap equals the batched ``bootstrap_values`` at every step (episodes of 6 steps
+    end inside the rollout)."""
+    from stoixlite.ppo.rollout import bootstrap_values, rollout, rollout_keeping
+
+    exp = build_run(compose_config(OVERRIDES + [f"network={model}"]))
+    keep = (0, 3, 4, 8, 12)
+
+    @jax.jit
+    def both(key):
+        state = exp.init_state(key)
+        state, _, _ = rollout(exp.network.apply, exp.env, state, 5)  # mid-episode carry
+        s1, traj1, after = rollout(exp.network.apply, exp.env, state, exp.ppo.rollout_length)
+        boot1 = bootstrap_values(exp.network.apply, s1.params, traj1, after)
+        before = jax.tree.map(
+            lambda c0, c: jnp.concatenate([c0[None], c[:-1]], 0), state.carry, after
+        )
+        s2, traj2, kept, boot2 = rollout_keeping(
+            exp.network.apply, exp.env, state, exp.ppo.rollout_length, keep
+        )
+        return (traj1, traj2), (before, kept), (boot1, boot2), (s1.carry, s2.carry)
+
+    (traj1, traj2), (before, kept), (boot1, boot2), (c1, c2) = both(jax.random.PRNGKey(3))
+    assert bool(np.asarray(traj1.last).any())
+    for x, y in zip(jax.tree.leaves(traj1), jax.tree.leaves(traj2), strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    for b, k in zip(jax.tree.leaves(before), jax.tree.leaves(kept), strict=True):
+        np.testing.assert_array_equal(np.asarray(b)[list(keep)], np.asarray(k))
+    for x, y in zip(jax.tree.leaves(c1), jax.tree.leaves(c2), strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+    np.testing.assert_allclose(np.asarray(boot2), np.asarray(boot1), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("model", ["gru", "transformer"])
+def test_update_is_the_same_with_either_rollout_carries(model):
+    """One update with BPTT chunks and burn-in gives the same parameters and metrics whether the
+    rollout stores every step's carry or only the sequence starts (up to float rounding of the
+    bootstrap), and ``auto`` keeps only the starts for the attention cache, not for the GRU."""
+    from stoixlite.ppo.learner import keeps_sequence_starts
+
+    extra = ["system.bptt_length=8", "system.burn_in=3", "system.epochs=2"]
+    updates = {}
+    for mode in ("every_step", "sequence_starts"):
+        overrides = [f"network={model}", f"system.rollout_carries={mode}", *extra]
+        exp = build_run(compose_config(OVERRIDES + overrides))
+        state = exp.init_state(jax.random.PRNGKey(1))
+        updates[mode] = jax.jit(exp.update)(state)
+    carry = state.carry
+    (a, ma), (b, mb) = updates["every_step"], updates["sequence_starts"]
+    for x, y in zip(jax.tree.leaves(a.params), jax.tree.leaves(b.params), strict=True):
+        np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=1e-4, atol=1e-6)
+    for key in ma:
+        np.testing.assert_allclose(np.asarray(ma[key]), np.asarray(mb[key]), rtol=1e-4, atol=1e-5)
+    assert keeps_sequence_starts("auto", carry) == (model == "transformer")

@@ -22,7 +22,7 @@ import optax
 from stoixlite.envs.types import Environment
 from stoixlite.ppo.gae import gae_advantages
 from stoixlite.ppo.loss import SequenceBatch, ppo_loss
-from stoixlite.ppo.rollout import ApplyFn, bootstrap_values, rollout
+from stoixlite.ppo.rollout import ApplyFn, bootstrap_values, rollout, rollout_keeping
 from stoixlite.ppo.types import LearnerState, PPOConfig, Transition
 
 
@@ -38,6 +38,16 @@ def make_optimizer(cfg: PPOConfig) -> optax.GradientTransformation:
     )
 
 
+def carry_steps(length: int, bptt: int, burn_in: int = 0) -> tuple[list[int], list[int]]:
+    """The steps whose carry-before the training sequences start from: ``(chunk starts, burn-in
+    starts)`` (static lists; the second empty without burn-in). With ``bptt = 0`` (or T) one chunk
+    per env; else chunk k starts at ``k bptt`` and its burn-in at ``max(k bptt - burn_in, 0)``."""
+    seq = length if bptt in (0, length) else bptt
+    chunk_starts = [k * seq for k in range(length // seq)]
+    burn_starts = [max(t - burn_in, 0) for t in chunk_starts] if burn_in > 0 else []
+    return chunk_starts, burn_starts
+
+
 def make_sequences(
     traj: Transition,
     advantage: jax.Array,
@@ -48,9 +58,33 @@ def make_sequences(
 ) -> SequenceBatch:
     """Cut ``[T, N]`` data into ``[L, S]`` training sequences with their initial carries.
 
-    ``carries_before[t]`` is the carry before step t. With ``bptt = 0`` (or T), L = T and S = N.
-    Otherwise L = bptt, S = (T / L) * N, and sequence ``k * N + n`` covers steps
-    ``[k L, (k+1) L)`` of env n, starting from ``carries_before[k L, n]``.
+    ``carries_before[t]`` is the carry before step t (leaves ``[T, N, ...]``); the carries the
+    sequences need (:func:`carry_steps`) are taken from it and :func:`cut_sequences` does the rest.
+    """
+    chunk_starts, burn_starts = carry_steps(traj.reward.shape[0], bptt, burn_in)
+
+    def take(steps: list[int]) -> Any:
+        return jax.tree.map(lambda c: c[jnp.asarray(steps)], carries_before)
+
+    burn_carry = take(burn_starts) if burn_in > 0 else None
+    return cut_sequences(traj, advantage, target, take(chunk_starts), burn_carry, bptt, burn_in)
+
+
+def cut_sequences(
+    traj: Transition,
+    advantage: jax.Array,
+    target: jax.Array,
+    chunk_carry: Any,
+    burn_carry: Any,
+    bptt: int,
+    burn_in: int = 0,
+) -> SequenceBatch:
+    """Cut ``[T, N]`` data into ``[L, S]`` training sequences starting from given carries.
+
+    ``chunk_carry`` (leaves ``[chunks, N, ...]``) holds the carry before each chunk's first step
+    and ``burn_carry`` (same shape, or ``None`` without burn-in) the carry before its burn-in
+    (:func:`carry_steps`). With ``bptt = 0`` (or T), L = T and S = N. Otherwise L = bptt,
+    S = (T / L) * N, and sequence ``k * N + n`` covers steps ``[k L, (k+1) L)`` of env n.
 
     ``burn_in = B`` (``0 < B <= L``, chunks only) adds each chunk's preceding steps
     ``[k L - B, k L)`` and the carry before them; chunk 0 has none (``burn_valid`` false, its
@@ -64,11 +98,10 @@ def make_sequences(
         x = x.reshape((chunks, length, n) + x.shape[2:])
         return jnp.swapaxes(x, 0, 1).reshape((length, chunks * n) + x.shape[3:])
 
-    def per_sequence(c: jax.Array, steps: jax.Array) -> jax.Array:  # [T, N, ...] -> [S, ...]
-        return c[steps].reshape((chunks * n,) + c.shape[2:])
+    def per_sequence(c: jax.Array) -> jax.Array:  # [chunks, N, ...] -> [S, ...]
+        return c.reshape((chunks * n,) + c.shape[2:])
 
     chunk_starts = jnp.arange(chunks) * length
-    init_carry = jax.tree.map(lambda c: per_sequence(c, chunk_starts), carries_before)
     burn = {}
     if burn_in > 0:
         burn_starts = jnp.maximum(chunk_starts - burn_in, 0)  # [chunks]
@@ -80,7 +113,7 @@ def make_sequences(
         burn = {
             "burn_obs": burn_steps(traj.obs),
             "burn_start": burn_steps(traj.start),
-            "burn_carry": jax.tree.map(lambda c: per_sequence(c, burn_starts), carries_before),
+            "burn_carry": jax.tree.map(per_sequence, burn_carry),
             "burn_valid": jnp.repeat(chunk_starts >= burn_in, n),
         }
     return SequenceBatch(
@@ -91,9 +124,25 @@ def make_sequences(
         value=chunk(traj.value),
         advantage=chunk(advantage),
         target=chunk(target),
-        init_carry=init_carry,
+        init_carry=jax.tree.map(per_sequence, chunk_carry),
         **burn,
     )
+
+
+# ``system.rollout_carries=auto`` keeps only the sequence-start carries (and bootstraps in the
+# rollout loop) when the carry holds more floats per env than this: the attention caches (32k
+# floats at the defaults), the matrix memories (4k); not the vector RNNs or memoroids (<= 1k).
+COMPACT_CARRY_FLOATS = 2048
+
+
+def keeps_sequence_starts(mode: str, carry: Any) -> bool:
+    """Whether the rollout keeps only the carries the sequences start from
+    (:func:`~stoixlite.ppo.rollout.rollout_keeping`) instead of every step's
+    (``mode``: ``"auto" | "every_step" | "sequence_starts"``; ``carry`` leaves ``[N, ...]``)."""
+    if mode != "auto":
+        return mode == "sequence_starts"
+    floats = sum(leaf.size // max(leaf.shape[0], 1) for leaf in jax.tree.leaves(carry))
+    return floats > COMPACT_CARRY_FLOATS
 
 
 def sequence_length(cfg: PPOConfig) -> int:
@@ -162,19 +211,43 @@ def make_update(
     grad_fn = jax.grad(lambda p, b: ppo_loss(p, apply_fn, b, cfg), has_aux=True)
 
     def update(state: LearnerState) -> tuple[LearnerState, dict[str, jax.Array]]:
-        initial_carry = state.carry
-        state, traj, carries_after = rollout(
-            apply_fn, env, state, cfg.rollout_length, rollout_unroll
-        )
-        next_value = bootstrap_values(apply_fn, state.params, traj, carries_after)
+        bptt = sequence_length(cfg)
+        if keeps_sequence_starts(cfg.rollout_carries, state.carry):
+            chunk_starts, burn_starts = carry_steps(cfg.rollout_length, bptt, cfg.burn_in)
+            keep = sorted(set(chunk_starts) | set(burn_starts))
+            state, traj, kept, next_value = rollout_keeping(
+                apply_fn, env, state, cfg.rollout_length, tuple(keep), rollout_unroll
+            )
+
+            def take(steps: list[int]) -> Any:
+                index = jnp.asarray([keep.index(t) for t in steps])
+                return jax.tree.map(lambda c: c[index], kept)
+
+            chunk_carry = take(chunk_starts)
+            burn_carry = take(burn_starts) if cfg.burn_in > 0 else None
+        else:
+            initial_carry = state.carry
+            state, traj, carries_after = rollout(
+                apply_fn, env, state, cfg.rollout_length, rollout_unroll
+            )
+            next_value = bootstrap_values(apply_fn, state.params, traj, carries_after)
+            carries_before = jax.tree.map(
+                lambda c0, c: jnp.concatenate([c0[None], c[:-1]], axis=0),
+                initial_carry,
+                carries_after,
+            )
+            chunk_starts, burn_starts = carry_steps(cfg.rollout_length, bptt, cfg.burn_in)
+            chunk_carry = jax.tree.map(lambda c: c[jnp.asarray(chunk_starts)], carries_before)
+            burn_carry = (
+                jax.tree.map(lambda c: c[jnp.asarray(burn_starts)], carries_before)
+                if cfg.burn_in > 0
+                else None
+            )
         advantage, target = gae_advantages(
             traj.reward, traj.discount, traj.last, traj.value, next_value, cfg.gamma, cfg.gae_lambda
         )
-        carries_before = jax.tree.map(
-            lambda c0, c: jnp.concatenate([c0[None], c[:-1]], axis=0), initial_carry, carries_after
-        )
-        sequences = make_sequences(
-            traj, advantage, target, carries_before, sequence_length(cfg), cfg.burn_in
+        sequences = cut_sequences(
+            traj, advantage, target, chunk_carry, burn_carry, bptt, cfg.burn_in
         )
         num_sequences = sequences.start.shape[1]
 

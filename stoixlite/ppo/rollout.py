@@ -43,17 +43,11 @@ def act(
     return carry, action, {"log_prob": log_prob, "value": value[0]}
 
 
-def rollout(
-    apply_fn: ApplyFn, env: Environment, state: LearnerState, length: int, unroll: int = 1
-) -> tuple[LearnerState, Transition, Any]:
-    """Run ``length`` steps of all (vmapped) envs.
+def _policy_step(apply_fn: ApplyFn, env: Environment) -> Callable:
+    """``step((params, env_state, timestep, mem, key)) -> (next loop carry, transition)``: act
+    on the current observation, step the envs, record the transition."""
 
-    Returns the advanced state, the ``[T, N]`` trajectory and the memory carries *after* each step
-    ``[T, N, ...]`` (carry after consuming obs t; the carry before step t is the one after t-1,
-    and ``state.carry`` before step 0).
-    """
-
-    def step(carry: tuple, _: None) -> tuple[tuple, tuple[Transition, Any]]:
+    def step(carry: tuple) -> tuple[tuple, Transition]:
         params, env_state, timestep, mem, key = carry
         key, act_key = jax.random.split(key)
         mem, action, extras = act(apply_fn, params, mem, timestep, act_key)
@@ -72,7 +66,25 @@ def rollout(
             episode_length=next_ts.extras["episode_length"],
             invalid_action=next_ts.extras.get("invalid_action", jnp.zeros_like(next_ts.last())),
         )
-        return (params, env_state, next_ts, mem, key), (transition, mem)
+        return (params, env_state, next_ts, mem, key), transition
+
+    return step
+
+
+def rollout(
+    apply_fn: ApplyFn, env: Environment, state: LearnerState, length: int, unroll: int = 1
+) -> tuple[LearnerState, Transition, Any]:
+    """Run ``length`` steps of all (vmapped) envs.
+
+    Returns the advanced state, the ``[T, N]`` trajectory and the memory carries *after* each step
+    ``[T, N, ...]`` (carry after consuming obs t; the carry before step t is the one after t-1,
+    and ``state.carry`` before step 0).
+    """
+    policy_step = _policy_step(apply_fn, env)
+
+    def step(carry: tuple, _: None) -> tuple[tuple, tuple[Transition, Any]]:
+        carry, transition = policy_step(carry)
+        return carry, (transition, carry[3])
 
     init = (state.params, state.env_state, state.timestep, state.carry, state.key)
     (_, env_state, timestep, mem, key), (traj, carries_after) = jax.lax.scan(
@@ -80,6 +92,51 @@ def rollout(
     )
     state = state.replace(env_state=env_state, timestep=timestep, carry=mem, key=key)
     return state, traj, carries_after
+
+
+def rollout_keeping(
+    apply_fn: ApplyFn,
+    env: Environment,
+    state: LearnerState,
+    length: int,
+    keep: tuple[int, ...],
+    unroll: int = 1,
+) -> tuple[LearnerState, Transition, Any, jax.Array]:
+    """:func:`rollout` that keeps only the carries *before* the steps ``keep`` (static indices)
+    and computes the bootstrap values in the loop, so no per-step carry is stored.
+
+    For a memory whose carry is large (an attention cache: ``2 M H`` floats per layer and env)
+    the ``[T, N, ...]`` carries of :func:`rollout` dominate the update's memory and time. Here
+    the loop writes the carry before step t into a ``[len(keep) + 1, N, ...]`` buffer (slot
+    ``keep.index(t)``, or a spare slot that is dropped) and evaluates V(true next observation)
+    from the carry after step t with one more T=1 call, the value :func:`bootstrap_values`
+    computes batched.
+
+    Returns ``(state, traj, kept, next_value)``: ``kept`` leaves ``[len(keep), N, ...]`` in the
+    order of ``keep``; ``next_value [T, N]``.
+    """
+    slots = [len(keep)] * length
+    for i, t in enumerate(keep):
+        slots[t] = i
+    policy_step = _policy_step(apply_fn, env)
+
+    def step(carry: tuple, slot: jax.Array) -> tuple[tuple, tuple[Transition, jax.Array]]:
+        loop, buffer = carry
+        buffer = jax.tree.map(
+            lambda b, c: jax.lax.dynamic_update_index_in_dim(b, c, slot, 0), buffer, loop[3]
+        )
+        loop, transition = policy_step(loop)
+        no_start = jnp.zeros((1, transition.reward.shape[0]), dtype=bool)
+        _, (_, value) = apply_fn(loop[0], loop[3], transition.next_obs[None], no_start)
+        return (loop, buffer), (transition, value[0])
+
+    buffer = jax.tree.map(lambda c: jnp.zeros((len(keep) + 1,) + c.shape, c.dtype), state.carry)
+    init = ((state.params, state.env_state, state.timestep, state.carry, state.key), buffer)
+    ((_, env_state, timestep, mem, key), buffer), (traj, next_value) = jax.lax.scan(
+        step, init, jnp.asarray(slots, jnp.int32), unroll=unroll
+    )
+    state = state.replace(env_state=env_state, timestep=timestep, carry=mem, key=key)
+    return state, traj, jax.tree.map(lambda b: b[: len(keep)], buffer), next_value
 
 
 def bootstrap_values(

@@ -73,3 +73,7 @@ class PPOConfig:
     # Minibatches of shuffled single transitions (length-1 sequences) instead of sequences; only
     # equivalent for stateless networks, for which ``stoixlite.config.ppo_config`` sets it.
     transitions: bool = False
+    # Carries the rollout stores: "every_step" ([T, N] carries, batched bootstrap), or
+    # "sequence_starts" (only those the training sequences start from; bootstrap in the loop),
+    # "auto": the latter for carries over learner.COMPACT_CARRY_FLOATS floats per env.
+    rollout_carries: str = "auto"

@@ -98,6 +98,7 @@ MAX_GRAD_NORM = 1e6
 # What the host loop does with a learn chunk whose losses or parameters are not finite
 # (stoixlite/run/divergence.py): stop with one line, or roll back to the newest checkpoint.
 ON_NONFINITE = ("stop", "rollback")
+ROLLOUT_CARRIES = ("auto", "every_step", "sequence_starts")
 
 
 def _env_names() -> list[str]:
@@ -194,6 +195,8 @@ class SystemConfig:
     burn_in: int = rule(NON_NEGATIVE_INT, default=0)  # R2D2 burn-in before each BPTT chunk
     # Stateless networks (``is_stateless``: mlp, identity) train on shuffled single transitions.
     stateless_transitions: bool = True
+    # Which memory carries the rollout stores (PPOConfig.rollout_carries; results are the same).
+    rollout_carries: str = rule(choice(lambda: ROLLOUT_CARRIES), default="auto")
 
 
 @dataclass(frozen=True, kw_only=True)
