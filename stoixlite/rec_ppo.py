@@ -86,6 +86,7 @@ def _job_failed(run_dir: Path, message: str) -> float:
 def main(cfg: DictConfig) -> float:
     from stoixlite.run.distributed import DistributedError, initialize
     from stoixlite.run.divergence import NonFiniteError
+    from stoixlite.run.loop import RunDirInUseError
     from stoixlite.run.resume import resume_config
     from stoixlite.run.signals import TrainingInterrupted
     from stoixlite.tracking.checkpointing import (
@@ -116,6 +117,7 @@ def main(cfg: DictConfig) -> float:
         FileNotFoundError,
         NonFiniteError,
         CheckpointCorruptError,
+        RunDirInUseError,
     ) as err:
         if multirun:
             return _job_failed(run_dir, f"{type(err).__name__}: {err}\n")

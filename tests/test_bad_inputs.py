@@ -287,3 +287,36 @@ def test_full_disk_is_one_line_and_keeps_the_checkpoints(dirs, capsys, monkeypat
     assert _digest(checkpoint_dir(run_dir)) == kept  # nothing half-written became "latest"
     with Checkpointer(checkpoint_dir(run_dir), config_fingerprint(cfg), read_only=True) as ckpt:
         assert ckpt.all_steps() == [1] and ckpt.newest_intact()[0] == 1
+
+
+def test_a_new_run_refuses_a_directory_that_holds_a_run(dirs, capsys, monkeypatch):
+    """A new run pointed at an existing run's directory (``hydra.run.dir``) would append to its
+    metrics and mix checkpoints: one line naming ``resume=``, exit 2, the run untouched."""
+    before = _digest(dirs["run"])
+    code, out, err = run_cli([*RUN, f"hydra.run.dir={dirs['run']}"], capsys, monkeypatch)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == CONFIG, (code, err)
+    assert len(lines) == 1 and "already holds a run" in lines[0], err
+    assert f"resume={dirs['run']}" in lines[0]
+    assert "Traceback" not in out + err
+    assert _digest(dirs["run"]) == before
+
+
+def test_run_outputs_are_what_a_run_writes(tmp_path):
+    """``overrides.RUN_OUTPUTS`` (checked before Hydra starts, without importing JAX) names the
+    files the loop, the recorder and the checkpointer write."""
+    from stoixlite.run.overrides import RUN_OUTPUTS
+    from stoixlite.run.resume import CONFIG_FILE
+    from stoixlite.tracking.recorder import METRICS_FILE
+
+    assert set(RUN_OUTPUTS) == {CONFIG_FILE, METRICS_FILE, checkpoint_dir(tmp_path).name}
+    assert checkpoint_dir(tmp_path).parent == tmp_path
+
+
+def test_the_training_loop_refuses_a_directory_that_holds_a_run(dirs):
+    """The same check inside ``loop.train`` (the API, and two launches in the same second that
+    resolve to the same timestamped directory): raised before anything is written."""
+    before = _digest(dirs["run"])
+    with pytest.raises(loop.RunDirInUseError, match="already holds a run"):
+        loop.train(compose_config(RUN), dirs["run"])
+    assert _digest(dirs["run"]) == before

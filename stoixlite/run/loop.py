@@ -41,6 +41,7 @@ from stoixlite.run.divergence import (
     halved_lr,
     nonfinite_message,
 )
+from stoixlite.run.overrides import held_outputs, run_dir_in_use
 from stoixlite.run.resume import CONFIG_FILE, HostState, checkpoint_tree, restore
 from stoixlite.run.sharding import to_host
 from stoixlite.run.signals import StopRequest, TrainingInterrupted
@@ -72,6 +73,8 @@ def train(
     )
     run = build_run(cfg)  # refuses device counts that do not fit, before anything is written
     primary = is_primary()
+    if not resume:
+        check_fresh(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     num_chunks, seeds = cfg.arch.num_evaluations, cfg.arch.num_seeds
     recorder = Recorder(cfg, run_dir, resume, run.steps_per_chunk * num_chunks, primary)
@@ -194,6 +197,19 @@ def train(
             f"({time.perf_counter() - start:.1f}s, compile {compile_s:.1f}s); outputs in {run_dir}"
         )
     return final
+
+
+class RunDirInUseError(FileExistsError):
+    """A new run was given a directory that already holds a run's outputs."""
+
+
+def check_fresh(run_dir: Path) -> None:
+    """Refuse (one line) to start a new run in a directory that holds another run's config,
+    metrics or checkpoints: its records would be appended to and its checkpoints mixed with the
+    new run's. ``resume=<dir>`` continues that run instead."""
+    held = held_outputs(run_dir)
+    if held:
+        raise RunDirInUseError(run_dir_in_use(run_dir, held))
 
 
 def _saved_config(cfg: RunConfig) -> str:

@@ -102,6 +102,41 @@ def _missing_key_error(path: str, overrides: list[str], config_dir: Path, config
     return f"{path}={value!r} is invalid: {unknown_key_hint(prefix, key, valid)}"
 
 
+# What a run writes into its directory (run/resume.CONFIG_FILE, tracking/recorder.METRICS_FILE,
+# tracking/checkpointing.checkpoint_dir; tested equal): a directory holding any of them holds a run.
+RUN_OUTPUTS = ("config.yaml", "metrics.jsonl", "checkpoints")
+
+
+def held_outputs(run_dir: Path) -> list[str]:
+    """The run outputs (:data:`RUN_OUTPUTS`) that ``run_dir`` already holds."""
+    return [name for name in RUN_OUTPUTS if (Path(run_dir) / name).exists()]
+
+
+def run_dir_in_use(run_dir: Path, held: list[str]) -> str:
+    """One line refusing to start a new run in ``run_dir``, which holds ``held``."""
+    return (
+        f"{run_dir} already holds a run ({', '.join(held)}): continue it with "
+        f"resume={run_dir}, or give the new run another directory (hydra.run.dir=...)"
+    )
+
+
+def run_dir_error(argv: list[str]) -> str | None:
+    """One line when a new single run names (``hydra.run.dir=``) a directory holding a run:
+    caught before Hydra writes its ``.hydra/`` files there (the training loop checks again)."""
+    if any(arg in MULTIRUN_FLAGS for arg in argv):
+        return None
+    values = dict(arg.split("=", 1) for arg in argv if "=" in arg and not arg.startswith("-"))
+    if values.get("resume", "null") not in ("", "null") or "hydra.run.dir" not in values:
+        return None
+    run_dir = Path(values["hydra.run.dir"]).expanduser()
+    held = held_outputs(run_dir)
+    return run_dir_in_use(run_dir, held) if held else None
+
+
 def override_error(argv: list[str], config_dir: Path) -> str | None:
     """The first command-line mistake as one line, or ``None`` when Hydra can run ``argv``."""
-    return group_option_error(argv, config_dir) or compose_error(argv, config_dir)
+    return (
+        group_option_error(argv, config_dir)
+        or run_dir_error(argv)
+        or compose_error(argv, config_dir)
+    )
