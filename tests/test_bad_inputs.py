@@ -98,6 +98,8 @@ BAD_INPUTS: list[tuple[list[str], str, int]] = [
     (["system.lrr=0.1"], "unknown key (did you mean system.lr?)", CONFIG),
     (["arch.num_envs"], "Error parsing override 'arch.num_envs'", CONFIG),
     (["arch.num_envs=[1,2"], "no viable alternative at input '[1,2'", CONFIG),
+    (["system.rollout_carries=every-step"], "choose one of ['auto', 'every_step'", CONFIG),
+    (["system.rollout_carries=3"], "system.rollout_carries=3 is invalid", CONFIG),
     # resume= and run-directory files
     (["resume={missing}"], "no such directory", CONFIG),
     (["resume={empty}"], "no config.yaml there", CONFIG),

@@ -62,12 +62,16 @@ def make_sequences(
     sequences need (:func:`carry_steps`) are taken from it and :func:`cut_sequences` does the rest.
     """
     chunk_starts, burn_starts = carry_steps(traj.reward.shape[0], bptt, burn_in)
+    burn_carry = carries_at(carries_before, burn_starts) if burn_in > 0 else None
+    chunk_carry = carries_at(carries_before, chunk_starts)
+    return cut_sequences(traj, advantage, target, chunk_carry, burn_carry, bptt, burn_in)
 
-    def take(steps: list[int]) -> Any:
-        return jax.tree.map(lambda c: c[jnp.asarray(steps)], carries_before)
 
-    burn_carry = take(burn_starts) if burn_in > 0 else None
-    return cut_sequences(traj, advantage, target, take(chunk_starts), burn_carry, bptt, burn_in)
+def carries_at(stored: Any, rows: list[int]) -> Any:
+    """The carries in rows ``rows`` (static) of ``stored`` (leaves ``[K, N, ...]``): ``[len(rows),
+    N, ...]``."""
+    index = jnp.asarray(rows, jnp.int32)
+    return jax.tree.map(lambda c: c[index], stored)
 
 
 def cut_sequences(
@@ -101,10 +105,11 @@ def cut_sequences(
     def per_sequence(c: jax.Array) -> jax.Array:  # [chunks, N, ...] -> [S, ...]
         return c.reshape((chunks * n,) + c.shape[2:])
 
-    chunk_starts = jnp.arange(chunks) * length
+    starts, burn_list = carry_steps(t, bptt, burn_in)
+    chunk_starts = jnp.asarray(starts)
     burn = {}
     if burn_in > 0:
-        burn_starts = jnp.maximum(chunk_starts - burn_in, 0)  # [chunks]
+        burn_starts = jnp.asarray(burn_list)  # [chunks]
         steps = burn_starts[None, :] + jnp.arange(burn_in)[:, None]  # [B, chunks]
 
         def burn_steps(x: jax.Array) -> jax.Array:  # [T, N, ...] -> [B, S, ...]
@@ -212,37 +217,27 @@ def make_update(
 
     def update(state: LearnerState) -> tuple[LearnerState, dict[str, jax.Array]]:
         bptt = sequence_length(cfg)
+        chunk_starts, burn_starts = carry_steps(cfg.rollout_length, bptt, cfg.burn_in)
         if keeps_sequence_starts(cfg.rollout_carries, state.carry):
-            chunk_starts, burn_starts = carry_steps(cfg.rollout_length, bptt, cfg.burn_in)
             keep = sorted(set(chunk_starts) | set(burn_starts))
-            state, traj, kept, next_value = rollout_keeping(
+            state, traj, stored, next_value = rollout_keeping(
                 apply_fn, env, state, cfg.rollout_length, tuple(keep), rollout_unroll
             )
-
-            def take(steps: list[int]) -> Any:
-                index = jnp.asarray([keep.index(t) for t in steps])
-                return jax.tree.map(lambda c: c[index], kept)
-
-            chunk_carry = take(chunk_starts)
-            burn_carry = take(burn_starts) if cfg.burn_in > 0 else None
+            row = keep.index  # stored[keep.index(t)] is the carry before step t
         else:
             initial_carry = state.carry
             state, traj, carries_after = rollout(
                 apply_fn, env, state, cfg.rollout_length, rollout_unroll
             )
             next_value = bootstrap_values(apply_fn, state.params, traj, carries_after)
-            carries_before = jax.tree.map(
+            stored = jax.tree.map(  # the carry before every step
                 lambda c0, c: jnp.concatenate([c0[None], c[:-1]], axis=0),
                 initial_carry,
                 carries_after,
             )
-            chunk_starts, burn_starts = carry_steps(cfg.rollout_length, bptt, cfg.burn_in)
-            chunk_carry = jax.tree.map(lambda c: c[jnp.asarray(chunk_starts)], carries_before)
-            burn_carry = (
-                jax.tree.map(lambda c: c[jnp.asarray(burn_starts)], carries_before)
-                if cfg.burn_in > 0
-                else None
-            )
+            row = int
+        chunk_carry = carries_at(stored, [row(t) for t in chunk_starts])
+        burn_carry = carries_at(stored, [row(t) for t in burn_starts]) if cfg.burn_in else None
         advantage, target = gae_advantages(
             traj.reward, traj.discount, traj.last, traj.value, next_value, cfg.gamma, cfg.gae_lambda
         )

@@ -44,7 +44,7 @@ import jax.numpy as jnp
 from stoixlite.networks.memory import register_memory
 from stoixlite.networks.memory._common import heads_errors
 from stoixlite.networks.memory._memoroid import MemoroidCell, MemoroidStack
-from stoixlite.networks.memory.scan import resolve_strategy
+from stoixlite.networks.memory.scan import resettable, resolve_strategy
 
 Array = jax.Array
 # (C^ [..., heads, d, d], n^ [..., heads, d], m [..., heads], F [..., heads]) float32
@@ -133,15 +133,12 @@ class MLSTMCell(MemoroidCell):
         k = k / jnp.sqrt(self.head_size)
         i_pre, log_f = self.input_gate(x), jax.nn.log_sigmoid(self.forget_gate(x))
 
+        step = resettable(mlstm_combine)
+
         def body(state: MLSTMState, inp: tuple[Array, ...]) -> tuple[MLSTMState, Array]:
             q_t, k_t, v_t, i_t, f_t, s_t = inp
             elem = (v_t[..., :, None] * k_t[..., None, :], k_t, i_t, f_t)
-            new = mlstm_combine(state, elem)
-            new = jax.tree_util.tree_map(
-                lambda n, e: jnp.where(s_t.reshape(s_t.shape + (1,) * (n.ndim - 1)), e, n),
-                new,
-                elem,
-            )
+            new, _ = step((state, s_t), (elem, s_t))  # the operator with its reset
             c, n, m, _ = new
             return new, mlstm_read(c, n, m, q_t)
 
