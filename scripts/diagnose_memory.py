@@ -30,6 +30,13 @@ actor-critic of a config is measured on them:
   instead (the advantage each sampled action's own reward, or the discounted return-to-go), and
   ``--probe-window W`` cuts the gradient every W steps as PPO's sequences from stored carries do
   (docs/learning.md, section 5).
+* ``repeats`` (with ``--run``; any env with discrete actions, including those without an oracle,
+  e.g. battleship): on-policy episodes of the trained agent, acting as its evaluation does
+  (greedy, or sampled with ``arch.eval_greedy: false``). For every step t: the fraction of actions
+  that repeat an action taken earlier in the same episode (``repeat``), that repeat the previous
+  action (``again``), and what uniformly random actions would give, ``1 - (1 - 1/A)^t``
+  (``repeat_random``); plus the mean episode return. An agent that remembers what it did keeps
+  ``repeat`` far below ``repeat_random`` where repeating is useless (battleship, concentration).
 
     python scripts/diagnose_memory.py network=gru env=popgym/repeat_first
     python scripts/diagnose_memory.py --probe-steps 2000 network=memoroid env=popgym/repeat_first
@@ -63,18 +70,34 @@ from stoixlite.rec_ppo import CONFIG_DIR  # noqa: E402
 from stoixlite.run.build import make_network  # noqa: E402
 from stoixlite.run.config import RunConfig, parse  # noqa: E402
 
+MEASURES = ("reach", "hold", "copy", "intervene", "repeats", "probe")
+
+
+def measure_list(text: str) -> list[str]:
+    """``--only``'s value: comma-separated names of :data:`MEASURES`."""
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    unknown = [n for n in names if n not in MEASURES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown measure {', '.join(unknown) or repr(text)}; allowed: {', '.join(MEASURES)}"
+        )
+    return names
+
 
 def load_config(overrides: list[str]) -> RunConfig:
     with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
         return parse(compose(config_name="config", overrides=overrides))
 
 
-def raw_env(cfg: RunConfig) -> Any:
+def raw_env(cfg: RunConfig, oracle_optional: bool = False) -> Any:
     """The env of ``cfg`` with the training observation augmentation, not auto-reset."""
     kwargs = {} if cfg.env.difficulty is None else {"difficulty": cfg.env.difficulty}
     env = make(cfg.env.name, **kwargs)
-    if not hasattr(env, "oracle_action"):
-        raise SystemExit(f"error: env {cfg.env.name} has no oracle_action; pick a card task")
+    if not hasattr(env, "oracle_action") and not oracle_optional:
+        raise SystemExit(
+            f"error: env {cfg.env.name} has no oracle_action; pick a card task "
+            "(or measure a trained run's repeats: --run <dir> --only repeats)"
+        )
     if not cfg.env.obs_augment:
         return env
     return ObsAugmentWrapper(
@@ -86,10 +109,12 @@ def episodes(env: Any, key: jax.Array, batch: int, length: int) -> dict[str, jax
     """``batch`` episodes of ``length`` steps with uniform random actions.
 
     Returns ``obs [L, B, F]``, ``start [L, B]`` (true at t = 0), ``oracle [L, B]`` (the oracle
-    action for the observation at t) and ``action [L, B]`` (the random action taken at t).
+    action for the observation at t; -1 for an env without one) and ``action [L, B]`` (the random
+    action taken at t).
     """
     inner = env.unwrapped
     n = env.action_space.n
+    has_oracle = hasattr(inner, "oracle_action")
 
     def one(key: jax.Array) -> tuple[jax.Array, jax.Array]:
         key, reset_key = jax.random.split(key)
@@ -98,7 +123,7 @@ def episodes(env: Any, key: jax.Array, batch: int, length: int) -> dict[str, jax
         def step(carry, k):
             state, ts = carry
             raw = state.env_state if hasattr(state, "env_state") else state
-            oracle = inner.oracle_action(raw)
+            oracle = inner.oracle_action(raw) if has_oracle else jnp.int32(-1)
             action = jax.random.randint(k, (), 0, n)
             state, next_ts = env.step(state, action)
             return (state, next_ts), (ts.observation, oracle, action)
@@ -253,6 +278,56 @@ def intervene(
     }
 
 
+def repeats(
+    network: Any, params: Any, env: Any, key: jax.Array, batch: int, length: int, greedy: bool
+) -> dict[str, Any]:
+    """On-policy episodes (``batch`` of at most ``length`` steps): how often the agent repeats its
+    own earlier actions, by episode position (see the module docstring)."""
+    n = env.action_space.n
+
+    def one(key: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+        key, reset_key = jax.random.split(key)
+        state, ts = env.reset(reset_key)
+
+        def step(carry, inputs):
+            state, obs, memory, done, ret = carry
+            t, k = inputs
+            memory, (dist, _) = network.apply(params, memory, obs[None, None], (t == 0)[None, None])
+            logits = dist.logits[0, 0]
+            action = jnp.where(greedy, logits.argmax(), jax.random.categorical(k, logits))
+            state, next_ts = env.step(state, action)
+            ret = ret + jnp.where(done, 0.0, next_ts.reward)
+            return (state, next_ts.observation, memory, done | next_ts.last(), ret), (action, done)
+
+        init = (state, ts.observation, network.initialize_carry(1), jnp.bool_(False), 0.0)
+        steps = (jnp.arange(length), jax.random.split(key, length))
+        (*_, ret), (action, done) = jax.lax.scan(step, init, steps)
+        return action, done, ret
+
+    action, done, ret = jax.jit(jax.vmap(one))(jax.random.split(key, batch))
+    action, live, ret = np.asarray(action), ~np.asarray(done), np.asarray(ret)
+    earlier = np.triu(np.ones((length, length), bool), 1)  # earlier[s, t]: s < t
+    seen = (action[:, :, None] == action[:, None, :]) & earlier  # [B, s, t]
+    repeat = seen.any(1)
+    again = np.zeros_like(repeat)
+    again[:, 1:] = action[:, 1:] == action[:, :-1]
+    count = live.sum(0)
+
+    def rate(hit: np.ndarray) -> np.ndarray:
+        return np.where(count > 0, (hit & live).sum(0) / np.maximum(count, 1), np.nan)
+
+    random = 1.0 - (1.0 - 1.0 / n) ** np.arange(length)
+    return {
+        "greedy": bool(greedy),
+        "return": float(f"{ret.mean():.4g}"),
+        "repeat_all_steps": float(f"{(repeat & live).sum() / live.sum():.3g}"),
+        "repeat_random_all_steps": float(f"{(random[None] * live).sum() / live.sum():.3g}"),
+        **position_summary(rate(repeat), "repeat"),
+        **position_summary(rate(again), "again"),
+        **position_summary(np.where(count > 0, random, np.nan), "repeat_random"),
+    }
+
+
 def probe(
     cfg: RunConfig,
     network: Any,
@@ -265,8 +340,14 @@ def probe(
     report_every: int,
     window: int = 0,
     signal: str = "supervised",
+    target: str = "oracle",
 ) -> list[dict[str, Any]]:
     """Training of the policy towards the oracle action; accuracy by position.
+
+    ``target`` is what counts as right (:data:`PROBE_TARGETS`): ``oracle``, the oracle action; or
+    ``untaken``, any action not taken earlier in the episode (the supervised loss is the
+    cross-entropy to the uniform distribution over them): the memory of the agent's own actions
+    that battleship and concentration need, learnable by any env with discrete actions.
 
     ``signal`` is what teaches it (:data:`PROBE_SIGNALS`):
 
@@ -286,12 +367,25 @@ def probe(
     opt_state = tx.init(params)
     gamma, ent_coef = cfg.ppo.gamma, cfg.ppo.ent_coef
 
+    def right(data: dict[str, jax.Array]) -> jax.Array:
+        """``[L, B, A]``: the actions that count as right at each step."""
+        n = env.action_space.n
+        if target == "oracle":
+            return jax.nn.one_hot(data["oracle"], n) > 0
+        taken = jnp.cumsum(jax.nn.one_hot(data["action"], n), axis=0)
+        return jnp.concatenate([jnp.zeros_like(taken[:1]), taken[:-1]]) == 0
+
+    def is_right(action: jax.Array, data: dict[str, jax.Array]) -> jax.Array:
+        return jnp.take_along_axis(right(data), action[..., None], axis=-1)[..., 0]
+
     def loss_fn(p, data, k):
         logits = policy_logits(network, p, data["obs"], data["start"], window)
         if signal == "supervised":
-            return optax.softmax_cross_entropy_with_integer_labels(logits, data["oracle"]).mean()
+            labels = right(data).astype(logits.dtype)
+            labels = labels / labels.sum(-1, keepdims=True)
+            return optax.softmax_cross_entropy(logits, labels).mean()
         action = jax.random.categorical(k, jax.lax.stop_gradient(logits))  # [L, B]
-        reward = jnp.where(action == data["oracle"], 1.0, -1.0)
+        reward = jnp.where(is_right(action, data), 1.0, -1.0)
         if signal == "return":
             reward = jax.lax.scan(
                 lambda g, r: (r + gamma * g, r + gamma * g),
@@ -317,7 +411,7 @@ def probe(
     def accuracy(p, k):
         data = episodes(env, k, 256, length)
         pred = policy_logits(network, p, data["obs"], data["start"]).argmax(-1)
-        return (pred == data["oracle"]).mean(-1)  # [L]
+        return is_right(pred, data).mean(-1)  # [L]
 
     out = []
     for i in range(steps + 1):
@@ -331,6 +425,7 @@ def probe(
 
 
 PROBE_SIGNALS = ("supervised", "reward", "return")
+PROBE_TARGETS = ("oracle", "untaken")
 
 
 def position_summary(values: np.ndarray, name: str) -> dict[str, Any]:
@@ -366,6 +461,19 @@ def main(argv: list[str] | None = None) -> int:
         help="what trains the probe: the oracle action, or a policy gradient whose advantage is "
         "each action's own reward or the discounted return-to-go",
     )
+    parser.add_argument(
+        "--probe-target",
+        choices=PROBE_TARGETS,
+        default="oracle",
+        help="what the probe counts as right: the oracle action, or any action not taken earlier "
+        "in the episode (the memory of its own actions)",
+    )
+    parser.add_argument(
+        "--only",
+        type=measure_list,
+        help=f"comma-separated measures among {', '.join(MEASURES)} (default: every one that "
+        "applies; repeats needs --run, probe --probe-steps)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", help="also write the JSON records to this file")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides (network=..., env=...)")
@@ -374,6 +482,9 @@ def main(argv: list[str] | None = None) -> int:
     for key, least in least_values.items():
         if getattr(args, key) < least:
             parser.error(f"--{key.replace('_', '-')} must be at least {least}")
+    wanted = set(args.only or MEASURES)
+    if "repeats" in wanted and args.only and not args.run:
+        parser.error("--only repeats measures a trained agent: give --run <run dir>")
 
     if args.run:
         from stoixlite.run.resume import load_run
@@ -395,18 +506,25 @@ def main(argv: list[str] | None = None) -> int:
             init_obs[None, None],
             jnp.ones((1, 1), bool),
         )
-    env = raw_env(cfg)
+    probing = "probe" in wanted and args.probe_steps > 0
+    oracle_measures = wanted - {"repeats", "probe"}
+    needs_oracle = oracle_measures or (probing and args.probe_target == "oracle")
+    env = raw_env(cfg, oracle_optional=not needs_oracle)
     length = int(env.max_episode_steps or 0) or int(cfg.arch.eval_max_steps)
-    key = jax.random.PRNGKey(args.seed + 1000)
-    data = episodes(env, key, args.episodes, length)
     label = {"network": cfg.network.name, "env": cfg.env.name, "difficulty": cfg.env.difficulty}
     if args.run:
         label["run_seed"] = cfg.arch.seed + args.run_seed
-    records = [
-        {**label, "measure": "reach", **position_summary(reach(network, params, data), "reach")},
-        {**label, "measure": "hold", **position_summary(hold(network, params, data, env), "hold")},
-    ]
-    if cfg.env.obs_augment and cfg.env.obs_prev_action:
+    records = []
+    if oracle_measures:
+        data = episodes(env, jax.random.PRNGKey(args.seed + 1000), args.episodes, length)
+    if "reach" in wanted:
+        reached = position_summary(reach(network, params, data), "reach")
+        records.append({**label, "measure": "reach", **reached})
+    if "hold" in wanted:
+        held = position_summary(hold(network, params, data, env), "hold")
+        records.append({**label, "measure": "hold", **held})
+    with_prev_action = cfg.env.obs_augment and cfg.env.obs_prev_action
+    if "copy" in wanted and with_prev_action:
         rates = copy_and_recall(network, params, data)
         records.append(
             {
@@ -416,23 +534,25 @@ def main(argv: list[str] | None = None) -> int:
                 **position_summary(rates["recall"], "recall"),
             }
         )
-        records.append(
-            {
-                **label,
-                "measure": "intervene",
-                **intervene(
-                    network,
-                    params,
-                    env,
-                    jax.random.PRNGKey(args.seed + 3000),
-                    args.episodes,
-                    length,
-                ),
-            }
+    if "intervene" in wanted and with_prev_action:
+        intervened = intervene(
+            network, params, env, jax.random.PRNGKey(args.seed + 3000), args.episodes, length
         )
+        records.append({**label, "measure": "intervene", **intervened})
+    if "repeats" in wanted and args.run:
+        repeated = repeats(
+            network,
+            params,
+            env,
+            jax.random.PRNGKey(args.seed + 4000),
+            args.episodes,
+            length,
+            cfg.arch.eval_greedy,
+        )
+        records.append({**label, "measure": "repeats", **repeated})
     for r in records:
         print(json.dumps(r), flush=True)
-    if args.probe_steps:
+    if probing:
         records += [
             {**label, "measure": "probe", **r}
             for r in probe(
@@ -447,6 +567,7 @@ def main(argv: list[str] | None = None) -> int:
                 max(1, args.probe_steps // 10),
                 args.probe_window,
                 args.probe_signal,
+                args.probe_target,
             )
         ]
     if args.out:

@@ -151,3 +151,43 @@ def test_bad_probe_options_are_a_one_line_error(args, message):
     assert proc.returncode == 2
     errors = [line for line in proc.stderr.splitlines() if "error:" in line]
     assert len(errors) == 1 and message in errors[0], proc.stderr
+
+
+class BattleshipHandAgent:
+    """An agent on battleship easy (64 cells) with the previous action in the input: ``sweep``
+    fires at the cell after its previous one (never repeats within an episode); ``same`` fires at
+    cell 0 every step (repeats from step 1 on)."""
+
+    def __init__(self, mode: str, cells: int = 64):
+        self.mode, self.cells = mode, cells
+
+    def initialize_carry(self, batch: int) -> jax.Array:
+        return jnp.zeros((batch,), jnp.int32)
+
+    def apply(self, params, carry, obs, start):
+        prev = obs[..., 2 : 2 + self.cells].argmax(-1)  # after the hit one-hot [2]
+        if self.mode == "sweep":
+            cell = jnp.where(start, 0, (prev + 1) % self.cells)
+        else:
+            cell = jnp.zeros_like(prev)
+        logits = 100.0 * jax.nn.one_hot(cell, self.cells)  # sampling = greedy
+        return carry, (SimpleNamespace(logits=logits), jnp.zeros(logits.shape[:-1]))
+
+
+@pytest.mark.parametrize("mode", ["sweep", "same"])
+def test_repeats_tells_an_agent_that_remembers_its_shots(mode):
+    dm = _script()
+    env = ObsAugmentWrapper(make("popgym/battleship", difficulty="easy"))
+    length = int(env.max_episode_steps)
+    agent = BattleshipHandAgent(mode)
+    for greedy in (True, False):
+        out = dm.repeats(agent, None, env, jax.random.PRNGKey(0), 16, length, greedy)
+        random = out["repeat_random"]
+        assert random["0"] == 0.0 and 0.5 < random["50"] < 0.6  # 1 - (63/64)^50 = 0.545
+        if mode == "sweep":  # every ship cell found within the 64 cells: return >= 1 - 52/52
+            assert out["repeat_all_steps"] == 0.0 and out["again_last_tenth"] == 0.0
+            assert out["return"] >= 0.0
+        else:  # one hit at most, then misses until the 64-step limit
+            assert out["repeat"]["0"] == 0.0 and out["repeat"]["1"] == 1.0
+            assert out["again_last_tenth"] == 1.0
+            assert out["return"] < -0.9
