@@ -15,8 +15,11 @@ Also measured: the rollout step (T = 1, forward only), the latency-bound hot loo
     python scripts/benchmark_memory.py --quick               # T in 16, 64 (smoke run)
     python scripts/benchmark_memory.py --out bench.json --models gru ffm
 
-Prints markdown tables and writes JSON (``--out``). Configurations whose scanned states would
-exceed ``--max-state-mb`` (e.g. linear attention at T = 4096) are skipped and reported as such.
+Prints markdown tables and writes JSON (``--out``). Configurations whose memory would exceed
+``--max-state-mb`` are skipped and reported as such (the estimate: T copies of the carry for the
+scanned models, e.g. linear attention at T = 4096; the ``[B, heads, T, M + T]`` score matrices of
+every layer for windowed attention, which trains in parallel over T). ``--scans sequential``
+measures only one strategy of the models that have both.
 """
 
 from __future__ import annotations
@@ -157,9 +160,11 @@ def run_one(name: str, scan: str, length: int, batch: int, hidden: int, mode: st
     }
 
 
-def _configs(models, lengths):
+def _configs(models, lengths, only_scans=None):
     for name in models:
         for scan in scans(name):
+            if only_scans and scan != "-" and scan not in only_scans:
+                continue
             yield name, scan, 1, "rollout"
             for length in lengths:
                 yield name, scan, length, "train"
@@ -170,7 +175,14 @@ def _estimate_state_mb(name: str, length: int, batch: int, hidden: int) -> float
         sys.path.insert(0, str(ROOT))
     from stoixlite.networks.memory import build_memory
 
-    return _state_floats(build_memory(name, hidden_size=hidden), batch) * 4 * length / 2**20
+    model = build_memory(name, hidden_size=hidden)
+    if hasattr(model, "memory_length"):
+        # Windowed attention trains in parallel over the T steps: what grows with T are the
+        # score matrices [B, heads, T, M + T] per layer, not T copies of the cache.
+        slots = model.memory_length + length
+        floats = model.num_layers * batch * model.num_heads * length * slots
+        return floats * 4 / 2**20
+    return _state_floats(model, batch) * 4 * length / 2**20
 
 
 def _pivot(results, lengths, key, fmt) -> str:
@@ -199,11 +211,18 @@ def _rollout_table(results) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="T in 16, 64 and fewer runs")
     ap.add_argument("--lengths", type=int, nargs="*", default=None)
     ap.add_argument("--models", nargs="*", default=None, help="default: every registered model")
+    ap.add_argument(
+        "--scans",
+        nargs="+",
+        choices=("associative", "sequential"),
+        default=None,
+        help="only these scan strategies of the models that have both (default: both)",
+    )
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--reps", type=int, default=5, help="minimum timed runs per configuration")
@@ -213,7 +232,20 @@ def main() -> None:
     ap.add_argument(
         "--single", nargs=4, metavar=("MODEL", "SCAN", "T", "MODE"), help=argparse.SUPPRESS
     )
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    known = _registry().available_memories()
+    for name in args.models or ():
+        if name not in known:
+            ap.error(f"unknown model {name!r}; choose from {', '.join(sorted(known))}")
+    sizes = {"lengths": args.lengths or [], "batch": [args.batch], "hidden": [args.hidden]}
+    sizes["reps"] = [args.reps]
+    for key, values in sizes.items():
+        for v in values:
+            if v < 1:
+                ap.error(f"--{key} {v} must be at least 1")
+    for key in ("max_state_mb", "timeout"):
+        if getattr(args, key) <= 0:
+            ap.error(f"--{key.replace('_', '-')} {getattr(args, key)} must be positive")
 
     if args.single:
         name, scan, length, mode = args.single
@@ -235,7 +267,7 @@ def main() -> None:
     }
     print(f"hardware: {hardware}", flush=True)
     results = []
-    for name, scan, length, mode in _configs(args.models or default_models(), lengths):
+    for name, scan, length, mode in _configs(args.models or default_models(), lengths, args.scans):
         tag = f"{name:16s} {scan:11s} {mode:7s} T={length:<5d}"
         state_mb = _estimate_state_mb(name, length, args.batch, args.hidden)
         if state_mb > args.max_state_mb:

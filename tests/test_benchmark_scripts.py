@@ -108,3 +108,54 @@ def test_reference_rows_at_ppo_py_widths_use_the_feedforward_shape():
     assert set(widths) >= {"embed_size", "encoder_layers", "head_size", "head_layers", "activation"}
     rows = [r for r in benchmark.REFERENCE_ROWS if r["label"] == "ppo.py widths"]
     assert {r["num_envs"] for r in rows} == {4, 64} and all(r["overrides"] for r in rows)
+
+
+MEMORY_SCRIPT = SCRIPTS / "benchmark_memory.py"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--models", "nope"], "unknown model 'nope'"),
+        (["--lengths", "64", "0"], "--lengths 0 must be at least 1"),
+        (["--batch", "0"], "--batch 0 must be at least 1"),
+        (["--max-state-mb", "-1"], "--max-state-mb -1.0 must be positive"),
+        (["--scans", "parallel"], "invalid choice: 'parallel'"),
+    ],
+)
+def test_benchmark_memory_bad_input_is_a_one_line_error(args, message):
+    proc = subprocess.run(
+        [sys.executable, str(MEMORY_SCRIPT), *args], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if "error:" in line]
+    assert len(errors) == 1 and message in errors[0], proc.stderr
+
+
+def _benchmark_memory_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("benchmark_memory", MEMORY_SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_benchmark_memory_scans_filter_and_memory_estimates():
+    bench = _benchmark_memory_module()
+    both = list(bench._configs(["mamba", "gru"], [64]))
+    assert {(n, s) for n, s, *_ in both} == {
+        ("mamba", "associative"),
+        ("mamba", "sequential"),
+        ("gru", "-"),
+    }
+    seq = list(bench._configs(["mamba", "gru"], [64], ["sequential"]))
+    assert {(n, s) for n, s, *_ in seq} == {("mamba", "sequential"), ("gru", "-")}
+    # scanned models: T copies of the carry (gru: [B, H] floats)
+    assert bench._estimate_state_mb("gru", 1024, 64, 128) == pytest.approx(
+        1024 * 64 * 128 * 4 / 2**20
+    )
+    # windowed attention trains in parallel: the [B, heads, T, M + T] scores of every layer
+    layers, heads, window = 2, 4, 64
+    want = layers * 64 * heads * 256 * (window + 256) * 4 / 2**20
+    assert bench._estimate_state_mb("transformer", 256, 64, 128) == pytest.approx(want)
