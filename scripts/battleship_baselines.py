@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Scripted policies on popgym/battleship and the advantage signal that teaches "do not repeat a
-shot": the measurements behind docs/learning.md, section 7.
+shot": the measurements behind docs/learning.md, section 6.
 
 1. Mean return (and its standard error) of scripted policies on the JAX port, one episode per
    board, ``--episodes`` boards:
