@@ -315,6 +315,24 @@ def test_run_outputs_are_what_a_run_writes(tmp_path):
     assert checkpoint_dir(tmp_path).parent == tmp_path
 
 
+def test_what_another_process_writes_after_the_meeting_is_not_a_held_run(tmp_path, monkeypatch):
+    """In a multi-process run, process 0 creates the checkpoint directory as soon as the processes
+    have met (``check_agreement``); a slower process must not take that for another run's outputs
+    (it did: process 1 stopped with "already holds a run" while process 0 waited for it). The
+    directory is looked at before the meeting, and the processes agree on what they saw."""
+    run_dir = tmp_path / "run"
+    seen = {}
+
+    def meet(num_processes, **values):
+        seen.update(values)
+        checkpoint_dir(run_dir).mkdir(parents=True)  # process 0, meanwhile
+
+    monkeypatch.setattr(loop, "check_agreement", meet)
+    loop.train(compose_config(RUN), run_dir)
+    assert seen["run_dir_outputs"] == ""
+    assert (run_dir / "metrics.jsonl").exists()
+
+
 def test_the_training_loop_refuses_a_directory_that_holds_a_run(dirs):
     """The same check inside ``loop.train`` (the API, and two launches in the same second that
     resolve to the same timestamped directory): raised before anything is written."""

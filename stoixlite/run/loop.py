@@ -68,13 +68,19 @@ def train(
     run_dir = Path(run_dir)
     # What the run is, not how it was launched: a resumed run may use other processes.
     saved_config = _saved_config(cfg)
+    # Looked at before the processes meet, so that no process sees what another one has written
+    # since (process 0 creates the checkpoint directory right after); they must agree on it.
+    held = [] if resume else held_outputs(run_dir)
     check_agreement(
-        cfg.distributed.num_processes, config=saved_config, run_dir=str(run_dir.resolve())
+        cfg.distributed.num_processes,
+        config=saved_config,
+        run_dir=str(run_dir.resolve()),
+        run_dir_outputs=",".join(held),
     )
     run = build_run(cfg)  # refuses device counts that do not fit, before anything is written
     primary = is_primary()
-    if not resume:
-        check_fresh(run_dir)
+    if held:  # a new run would append to its records and mix its checkpoints with them
+        raise RunDirInUseError(run_dir_in_use(run_dir, held))
     run_dir.mkdir(parents=True, exist_ok=True)
     num_chunks, seeds = cfg.arch.num_evaluations, cfg.arch.num_seeds
     recorder = Recorder(cfg, run_dir, resume, run.steps_per_chunk * num_chunks, primary)
@@ -201,15 +207,6 @@ def train(
 
 class RunDirInUseError(FileExistsError):
     """A new run was given a directory that already holds a run's outputs."""
-
-
-def check_fresh(run_dir: Path) -> None:
-    """Refuse (one line) to start a new run in a directory that holds another run's config,
-    metrics or checkpoints: its records would be appended to and its checkpoints mixed with the
-    new run's. ``resume=<dir>`` continues that run instead."""
-    held = held_outputs(run_dir)
-    if held:
-        raise RunDirInUseError(run_dir_in_use(run_dir, held))
 
 
 def _saved_config(cfg: RunConfig) -> str:
