@@ -38,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from stoixlite.envs.popgym.battleship import Battleship, BattleshipState  # noqa: E402
 from stoixlite.envs.registry import make  # noqa: E402
+from stoixlite.ppo.gae import gae_advantages  # noqa: E402
 
 # policy(state, previous action (-1 at the first step), key) -> action
 Policy = Callable[[BattleshipState, jax.Array, jax.Array], jax.Array]
@@ -104,28 +105,26 @@ def play(env: Battleship, policy: Policy, key: jax.Array, episodes: int) -> dict
 
 
 def repeat_signal(data: dict[str, np.ndarray], gamma: float, lam: float) -> dict[str, float]:
-    """GAE advantages of ``data`` (numpy, the critic: mean discounted return-to-go per step);
-    fresh-minus-repeat advantage gap and its ratio to the advantage's standard deviation, over
-    the live steps from step 10 on."""
+    """GAE advantages of ``data`` (:func:`stoixlite.ppo.gae.gae_advantages`; the critic: the mean
+    discounted return-to-go at each step); fresh-minus-repeat advantage gap and its ratio to the
+    advantage's standard deviation, over the live steps from step 10 on."""
     reward, repeat, live = data["reward"], data["repeat"], data["live"]
-    n, length = reward.shape
-    ret = np.zeros_like(reward)
-    acc = np.zeros(n)
-    for t in reversed(range(length)):
-        acc = reward[:, t] + gamma * acc * live[:, t]
-        ret[:, t] = acc
-    value = np.array(
-        [ret[live[:, t], t].mean() if live[:, t].any() else 0.0 for t in range(length)]
-    )
-    adv = np.zeros_like(reward)
-    last = np.zeros(n)
-    for t in reversed(range(length)):
-        nxt_live = live[:, t + 1] if t + 1 < length else np.zeros(n, bool)
-        nxt_value = value[t + 1] if t + 1 < length else 0.0
-        delta = reward[:, t] + gamma * nxt_value * nxt_live - value[t]
-        last = delta + gamma * lam * nxt_live * last
-        adv[:, t] = last
-    sel = live & (np.arange(length) >= 10)
+    # time-major [L, N]; a step's transition continues the episode iff the next step is live
+    r = jnp.asarray(reward.T, jnp.float32)
+    going_on = np.zeros_like(live.T, dtype=np.float32)
+    going_on[:-1] = live.T[1:]
+    going_on = jnp.asarray(going_on)
+    zeros = jnp.zeros_like(r)
+    # discounted returns-to-go: GAE with lambda 1 against a zero critic
+    ret, _ = gae_advantages(r, going_on, zeros, zeros, zeros, gamma, 1.0)
+    ret = np.asarray(ret)
+    value = np.array([ret[t][on].mean() if on.any() else 0.0 for t, on in enumerate(live.T)])
+    next_value = np.append(value[1:], 0.0)
+    value_b = jnp.broadcast_to(jnp.asarray(value, jnp.float32)[:, None], r.shape)
+    next_b = jnp.broadcast_to(jnp.asarray(next_value, jnp.float32)[:, None], r.shape)
+    adv, _ = gae_advantages(r, going_on, zeros, value_b, next_b, gamma, lam)
+    adv = np.asarray(adv, np.float64).T
+    sel = live & (np.arange(live.shape[1]) >= 10)
     gap = adv[sel & ~repeat].mean() - adv[sel & repeat].mean()
     std = adv[sel].std()
     return {

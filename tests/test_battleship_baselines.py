@@ -71,5 +71,5 @@ def test_repeat_signal_matches_a_direct_gae():
                 adv[i, t] += (gamma * lam) ** k * (r[i, t + k] + gamma * nxt - value[t + k])
     sel = live & (np.arange(length) >= 10)
     gap = adv[sel & ~data["repeat"]].mean() - adv[sel & data["repeat"]].mean()
-    np.testing.assert_allclose(got["fresh_minus_repeat"], gap, rtol=1e-9)
-    np.testing.assert_allclose(got["signal_to_noise"], gap / adv[sel].std(), rtol=1e-9)
+    np.testing.assert_allclose(got["fresh_minus_repeat"], gap, rtol=1e-4)  # float32 GAE
+    np.testing.assert_allclose(got["signal_to_noise"], gap / adv[sel].std(), rtol=1e-4)
