@@ -485,6 +485,8 @@ def main(argv: list[str] | None = None) -> int:
     wanted = set(args.only or MEASURES)
     if "repeats" in wanted and args.only and not args.run:
         parser.error("--only repeats measures a trained agent: give --run <run dir>")
+    if "probe" in wanted and args.only and not args.probe_steps:
+        parser.error("--only probe trains a probe: give --probe-steps (at least 1)")
 
     if args.run:
         from stoixlite.run.resume import load_run

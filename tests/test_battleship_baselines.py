@@ -3,26 +3,15 @@ is computed from GAE as numpy's direct formula gives it."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import jax
 import numpy as np
+from conftest import load_script
 
 from stoixlite.envs.registry import make
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "battleship_baselines.py"
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("battleship_baselines", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 def test_scripted_policies():
-    bb = _script()
+    bb = load_script("battleship_baselines")
     env = make("popgym/battleship", difficulty="easy")
     out = {}
     for i, (name, policy) in enumerate(bb.policies(env).items()):
@@ -42,7 +31,7 @@ def test_scripted_policies():
 
 
 def test_repeat_signal_matches_a_direct_gae():
-    bb = _script()
+    bb = load_script("battleship_baselines")
     rng = np.random.default_rng(0)
     n, length, gamma, lam = 40, 16, 0.9, 0.6
     ends = rng.integers(11, length + 1, n)  # episode i lives for steps < ends[i]

@@ -1,41 +1,49 @@
-"""Bad input to scripts/benchmark.py ends in a one-line error before anything is compiled; the
-PureJaxRL ppo_rnn.py re-implementation (scripts/purejaxrl_ppo_rnn.py) has ppo_rnn.py's network and
-its loop trains."""
+"""Bad input to scripts/benchmark.py and scripts/benchmark_memory.py ends in a one-line error
+before anything is compiled; the PureJaxRL ppo_rnn.py re-implementation
+(scripts/purejaxrl_ppo_rnn.py) has ppo_rnn.py's network and its loop trains; benchmark_memory's
+scan filter and memory estimates."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import SCRIPTS, load_script
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 SCRIPT = SCRIPTS / "benchmark.py"
+MEMORY_SCRIPT = SCRIPTS / "benchmark_memory.py"
 
 
 @pytest.mark.parametrize(
-    ("args", "message"),
+    ("script", "args", "message"),
     [
-        (["--networks", "nope"], "unknown network 'nope'"),
-        (["--envs", "gymnax/Nope-v0"], "unknown env 'gymnax/Nope-v0'"),
-        (["--num-envs", "6"], "--num-envs 6 must be a positive multiple of --minibatches"),
-        (["--chunk-steps", "100"], "--chunk-steps must be at least one update"),
-        (["--repeats", "0"], "--repeats must be at least 1"),
-        (["--reference-labels", "nope"], "unknown reference label 'nope'"),
+        (SCRIPT, ["--networks", "nope"], "unknown network 'nope'"),
+        (SCRIPT, ["--envs", "gymnax/Nope-v0"], "unknown env 'gymnax/Nope-v0'"),
+        (SCRIPT, ["--num-envs", "6"], "--num-envs 6 must be a positive multiple of --minibatches"),
+        (SCRIPT, ["--chunk-steps", "100"], "--chunk-steps must be at least one update"),
+        (SCRIPT, ["--repeats", "0"], "--repeats must be at least 1"),
+        (SCRIPT, ["--reference-labels", "nope"], "unknown reference label 'nope'"),
         (
+            SCRIPT,
             ["--networks", "purejaxrl_ppo_rnn", "--envs", "popgym/repeat_previous"]
             + ["--no-reference"],
             "purejaxrl_ppo_rnn runs only on gymnax/CartPole-v1, not popgym/repeat_previous",
         ),
+        (MEMORY_SCRIPT, ["--models", "nope"], "unknown model 'nope'"),
+        (MEMORY_SCRIPT, ["--lengths", "64", "0"], "--lengths 0 must be at least 1"),
+        (MEMORY_SCRIPT, ["--batch", "0"], "--batch 0 must be at least 1"),
+        (MEMORY_SCRIPT, ["--max-state-mb", "-1"], "--max-state-mb -1.0 must be positive"),
+        (MEMORY_SCRIPT, ["--scans", "parallel"], "invalid choice: 'parallel'"),
+        (MEMORY_SCRIPT, ["--batch", "abc"], "invalid int value: 'abc'"),
     ],
 )
-def test_bad_input_is_a_one_line_error(args, message):
+def test_bad_input_is_a_one_line_error(script, args, message):
     proc = subprocess.run(
-        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=120
+        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=120
     )
     assert proc.returncode == 2
     errors = [line for line in proc.stderr.splitlines() if "error:" in line]
@@ -110,39 +118,8 @@ def test_reference_rows_at_ppo_py_widths_use_the_feedforward_shape():
     assert {r["num_envs"] for r in rows} == {4, 64} and all(r["overrides"] for r in rows)
 
 
-MEMORY_SCRIPT = SCRIPTS / "benchmark_memory.py"
-
-
-@pytest.mark.parametrize(
-    ("args", "message"),
-    [
-        (["--models", "nope"], "unknown model 'nope'"),
-        (["--lengths", "64", "0"], "--lengths 0 must be at least 1"),
-        (["--batch", "0"], "--batch 0 must be at least 1"),
-        (["--max-state-mb", "-1"], "--max-state-mb -1.0 must be positive"),
-        (["--scans", "parallel"], "invalid choice: 'parallel'"),
-    ],
-)
-def test_benchmark_memory_bad_input_is_a_one_line_error(args, message):
-    proc = subprocess.run(
-        [sys.executable, str(MEMORY_SCRIPT), *args], capture_output=True, text=True, timeout=120
-    )
-    assert proc.returncode == 2
-    errors = [line for line in proc.stderr.splitlines() if "error:" in line]
-    assert len(errors) == 1 and message in errors[0], proc.stderr
-
-
-def _benchmark_memory_module():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("benchmark_memory", MEMORY_SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_benchmark_memory_scans_filter_and_memory_estimates():
-    bench = _benchmark_memory_module()
+    bench = load_script("benchmark_memory")
     both = list(bench._configs(["mamba", "gru"], [64]))
     assert {(n, s) for n, s, *_ in both} == {
         ("mamba", "associative"),

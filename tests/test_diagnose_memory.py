@@ -4,7 +4,6 @@ popgym/repeat_first with the previous action in the input)."""
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 import sys
 from pathlib import Path
@@ -13,19 +12,13 @@ from types import SimpleNamespace
 import jax
 import jax.numpy as jnp
 import pytest
+from conftest import load_script
 
 from stoixlite.envs.registry import make
 from stoixlite.envs.wrappers import ObsAugmentWrapper
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "diagnose_memory.py"
 CARDS = 4  # repeat_first: observation = one-hot suit [4], then the previous action one-hot [4]
-
-
-def _script():
-    spec = importlib.util.spec_from_file_location("diagnose_memory", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 class HandAgent:
@@ -54,7 +47,7 @@ class HandAgent:
 
 @pytest.mark.parametrize("mode", ["recall", "copy"])
 def test_copy_recall_and_intervention_tell_memory_from_a_loop(mode):
-    dm = _script()
+    dm = load_script("diagnose_memory")
     env = ObsAugmentWrapper(make("popgym/repeat_first", difficulty="easy"))
     length = int(env.max_episode_steps)
     agent = HandAgent(mode)
@@ -93,7 +86,7 @@ class SumAgent:
 
 
 def test_probe_window_keeps_values_and_cuts_the_gradient():
-    dm = _script()
+    dm = load_script("diagnose_memory")
     env = ObsAugmentWrapper(make("popgym/repeat_first", difficulty="easy"))
     data = dm.episodes(env, jax.random.PRNGKey(1), 4, int(env.max_episode_steps))
     agent = SumAgent()
@@ -118,7 +111,7 @@ def test_probe_window_keeps_values_and_cuts_the_gradient():
 def test_probe_signals_train_the_policy(signal):
     """Each probe signal moves the parameters and reports accuracy by position; a recurrent sum
     of one-hot cards learns the first card at step 0 from any of them."""
-    dm = _script()
+    dm = load_script("diagnose_memory")
     cfg = dm.load_config(
         ["network=gru", "env=popgym/repeat_first", "system.lr=0.05", "system.ent_coef=0.0"]
     )
@@ -139,9 +132,14 @@ def test_probe_signals_train_the_policy(signal):
         (["--probe-batch", "0"], "--probe-batch must be at least 1"),
         (["--probe-window", "abc"], "invalid int value: 'abc'"),
         (["--probe-signal", "rewrd"], "invalid choice: 'rewrd'"),
+        (["--probe-target", "untakn"], "invalid choice: 'untakn'"),
+        (["--only", "reach,repeat"], "unknown measure repeat; allowed: reach, hold"),
+        (["--only", ","], "unknown measure ','"),
+        (["--only", "repeats"], "--only repeats measures a trained agent: give --run"),
+        (["--only", "probe"], "--only probe trains a probe: give --probe-steps"),
     ],
 )
-def test_bad_probe_options_are_a_one_line_error(args, message):
+def test_bad_options_are_a_one_line_error(args, message):
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), *args, "env=popgym/repeat_first"],
         capture_output=True,
@@ -176,7 +174,7 @@ class BattleshipHandAgent:
 
 @pytest.mark.parametrize("mode", ["sweep", "same"])
 def test_repeats_tells_an_agent_that_remembers_its_shots(mode):
-    dm = _script()
+    dm = load_script("diagnose_memory")
     env = ObsAugmentWrapper(make("popgym/battleship", difficulty="easy"))
     length = int(env.max_episode_steps)
     agent = BattleshipHandAgent(mode)
