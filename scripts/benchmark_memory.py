@@ -174,9 +174,10 @@ def _estimate_state_mb(name: str, length: int, batch: int, hidden: int) -> float
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from stoixlite.networks.memory import build_memory
+    from stoixlite.networks.memory.attention import WindowedAttention
 
     model = build_memory(name, hidden_size=hidden)
-    if hasattr(model, "memory_length"):
+    if isinstance(model, WindowedAttention):
         # Windowed attention trains in parallel over the T steps: what grows with T are the
         # score matrices [B, heads, T, M + T] per layer, not T copies of the cache.
         slots = model.memory_length + length
