@@ -305,7 +305,21 @@ CASES = {
         layer0(mlstm_reference),
     ),
     "mlstm-sequential": ("mlstm", {"num_heads": 2, "scan": "sequential"}, layer0(mlstm_reference)),
+    # chunkwise form: chunks that do not divide T (padding), T itself, longer than T, one step
+    **{
+        f"mlstm-chunks-{size}": (
+            "mlstm",
+            {"num_heads": 2, "scan": "sequential", "chunk_size": size},
+            layer0(mlstm_reference),
+        )
+        for size in (1, 3, 8, 16)
+    },
     "deltanet": ("deltanet", {"num_heads": 2}, layer0(deltanet_reference)),
+    "deltanet-chunks-3": (
+        "deltanet",
+        {"num_heads": 2, "chunk_size": 3},
+        layer0(deltanet_reference),
+    ),
     "transformer": ("transformer", {"memory_length": 4}, attention_reference(False)),
     "gtrxl": ("gtrxl", {"memory_length": 4}, attention_reference(True)),
     "gtrxl-long-window": (
@@ -396,13 +410,15 @@ def test_mamba_selective_scan_gradient_equals_autodiff_of_the_recurrence():
     _close(g_new, g_ref, "selective scan gradients", atol=1e-5)
 
 
-def test_delta_rule_scan_gradient_equals_autodiff_of_the_recurrence():
-    """DeltaNet's hand-written reverse loop equals JAX's autodiff of the per-step delta rule for
-    every input (the carry, q, k, v, alpha, beta), with resets mid-sequence and a loss on the
-    outputs *and* the final state."""
-    from stoixlite.networks.memory.deltanet import delta_rule_scan, delta_rule_step, l2norm
+@pytest.mark.parametrize("chunk_size", [1, 3, 7, 16])
+def test_delta_rule_chunks_equal_the_per_step_recurrence(chunk_size):
+    """DeltaNet's chunkwise form (chunks that do not divide T, exactly T, longer than T, one
+    step) equals the per-step delta rule, values and JAX gradients for every input (the carry,
+    q, k, v, alpha, beta), with resets mid-chunk, at a chunk's first step and at step 0, and a
+    loss on the outputs *and* the final state."""
+    from stoixlite.networks.memory.deltanet import delta_rule_chunks, delta_rule_step, l2norm
 
-    t, b, h, d = 7, 3, 2, 4
+    t, b, h, d = 7, 4, 2, 4
     ks = jax.random.split(jax.random.key(11), 8)
     q = l2norm(jax.random.normal(ks[0], (t, b, h, d)))
     k = l2norm(jax.random.normal(ks[1], (t, b, h, d)))
@@ -411,6 +427,7 @@ def test_delta_rule_scan_gradient_equals_autodiff_of_the_recurrence():
     beta = jax.nn.sigmoid(jax.random.normal(ks[4], (t, b, h)))
     s0 = jax.random.normal(ks[5], (b, h, d, d))
     start = jnp.zeros((t, b), bool).at[3, 1].set(True).at[0, 2].set(True)
+    start = start.at[1, 3].set(True).at[5, 3].set(True)
     w = jax.random.normal(ks[6], (t, b, h, d))
 
     def reference(s0, q, k, v, alpha, beta):
@@ -421,7 +438,8 @@ def test_delta_rule_scan_gradient_equals_autodiff_of_the_recurrence():
 
         return jax.lax.scan(step, s0, (start, q, k, v, alpha, beta))
 
-    keep = jnp.logical_not(start).astype(jnp.float32)
+    def chunks(s0, q, k, v, alpha, beta):
+        return delta_rule_chunks(s0, q, k, v, jnp.log(alpha), beta, start, chunk_size)
 
     def loss(fn):
         def f(*args):
@@ -432,6 +450,6 @@ def test_delta_rule_scan_gradient_equals_autodiff_of_the_recurrence():
 
     args = (s0, q, k, v, alpha, beta)
     v_ref, g_ref = loss(reference)(*args)
-    v_new, g_new = jax.jit(loss(lambda *x: delta_rule_scan(1, *x, keep)))(*args)
+    v_new, g_new = jax.jit(loss(chunks))(*args)
     np.testing.assert_allclose(v_new, v_ref, rtol=1e-5)
     _close(g_new, g_ref, "delta rule gradients", atol=1e-5)

@@ -15,12 +15,14 @@ ICLR 2025, https://arxiv.org/abs/2412.06464 (the delta rule: Schlag, Irie, Schmi
 The delta rule replaces the value stored under key ``k_t`` by ``v_t`` (at rate ``beta_t``)
 instead of adding to it, and ``alpha_t`` forgets (the "gated" rule, as in Mamba2).
 
-Evaluation: a sequential ``jax.lax.scan`` over time with the carry ``S``, O(d^2) per step and
-head, with a hand-written reverse loop as its gradient (:func:`delta_rule_scan`). The recurrence
-is affine in ``S`` (``S -> S A_t + B_t``), so it *is* a monoid over ``(A, B)`` pairs, but
-composing two elements costs a ``d x d`` matrix product (O(d^3)) and an element holds ``d^2``
-more floats than the state; the chunked WY form of the paper is a GPU kernel technique. The
-sequential loop is exact and the cheapest on CPU. The carry at an episode start is ``S = 0``.
+Evaluation over ``T > 1`` steps: a loop over chunks of ``chunk_size`` steps in the chunkwise
+form of the paper (Yang et al. 2024, "Parallelizing Linear Transformers with the Delta Rule over
+Sequence Length", with the gate of Yang et al. 2025; :func:`delta_rule_chunks`): within a chunk
+the writes solve a unit lower-triangular system (inverted as a product of matrix powers, all
+matrix products), and the outputs and the state after the chunk are ``[L, L]`` and ``[L, d]``
+products, so the ``[T, B, h, d, d]`` states are never formed. ``chunk_size=1`` is the
+step-by-step recurrence. The rollout (``T = 1``) applies the rule once
+(:func:`delta_rule_step`). The carry at an episode start is ``S = 0``.
 
 Deviations: no short convolution on q, k, v and no RMSNorm on the head outputs (the paper's
 block); ``a_log`` is initialised to 0 and ``b_alpha`` so that ``softplus(b_alpha)`` is
@@ -29,7 +31,6 @@ log-uniform in ``[0.001, 0.1]`` (decays 0.9..0.999 at init); ``b_beta`` is 0.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 import flax.linen as nn
@@ -37,11 +38,13 @@ import jax
 import jax.numpy as jnp
 
 from stoixlite.networks.memory import register_memory
-from stoixlite.networks.memory._common import heads_errors
+from stoixlite.networks.memory._common import heads_errors, positive_int_errors
 from stoixlite.networks.memory._stack import CellStack
 from stoixlite.networks.memory.mamba import dt_bias_init
+from stoixlite.networks.memory.scan import chunk_episodes, time_chunks
 
 Array = jax.Array
+NEG_INF = -1e30  # log weight of pairs in different episodes or the future: exp() == 0
 
 
 def l2norm(u: Array, eps: float = 1e-6) -> Array:
@@ -63,7 +66,7 @@ class DeltaNetCell(nn.Module):
 
     hidden_size: int
     num_heads: int = 4
-    unroll: int = 1
+    chunk_size: int = 16
 
     def setup(self) -> None:
         h, width = self.num_heads, self.hidden_size
@@ -81,104 +84,84 @@ class DeltaNetCell(nn.Module):
         q, k, v = (self._heads(u) for u in jnp.split(self.qkv(x), 3, axis=-1))
         q, k = l2norm(q), l2norm(k)
         beta = jax.nn.sigmoid(self.beta(x))  # [T, B, h]
-        alpha = jnp.exp(-jnp.exp(self.a_log) * jax.nn.softplus(self.alpha(x)))
-
-        def step(s: Array, inp: tuple[Array, ...]) -> tuple[Array, Array]:
-            st, qt, kt, vt, at, bt = inp
-            s = delta_rule_step(jnp.where(st[:, None, None, None], 0.0, s), kt, vt, at, bt)
-            return s, jnp.einsum("bhvk,bhk->bhv", s, qt)
+        log_alpha = -jnp.exp(self.a_log) * jax.nn.softplus(self.alpha(x))
 
         if x.shape[0] == 1:  # rollout path: one step, no loop
-            inputs = (start, q, k, v, alpha, beta)
-            s, o = step(carry, jax.tree_util.tree_map(lambda a: a[0], inputs))
-            o = o[None]
+            s = delta_rule_step(
+                jnp.where(start[0][:, None, None, None], 0.0, carry),
+                k[0],
+                v[0],
+                jnp.exp(log_alpha[0]),
+                beta[0],
+            )
+            o = jnp.einsum("bhvk,bhk->bhv", s, q[0])[None]
         else:
-            keep = jnp.logical_not(start).astype(x.dtype)
-            s, o = delta_rule_scan(self.unroll, carry, q, k, v, alpha, beta, keep)
+            s, o = delta_rule_chunks(carry, q, k, v, log_alpha, beta, start, self.chunk_size)
         o = o.reshape(*x.shape[:2], self.hidden_size)
         return s, self.out(o * jax.nn.silu(self.gate(x)))
 
 
-def _delta_loop(
-    unroll: int, s: Array, q: Array, k: Array, v: Array, alpha: Array, beta: Array, keep: Array
-) -> tuple[Array, tuple[Array, Array]]:
-    """Forward loop; per step the reset state ``P_t = keep_t S_{t-1}`` and the output ``o_t``."""
-
-    def body(s: Array, inp: tuple[Array, ...]) -> tuple[Array, tuple[Array, Array]]:
-        q_t, k_t, v_t, a_t, b_t, keep_t = inp
-        p = s * keep_t[:, None, None, None]
-        s = delta_rule_step(p, k_t, v_t, a_t, b_t)
-        return s, (p, jnp.einsum("bhvk,bhk->bhv", s, q_t))
-
-    return jax.lax.scan(body, s, (q, k, v, alpha, beta, keep), unroll=unroll)
-
-
-@partial(jax.custom_vjp, nondiff_argnums=(0,))
-def delta_rule_scan(
-    unroll: int, s: Array, q: Array, k: Array, v: Array, alpha: Array, beta: Array, keep: Array
+def delta_rule_chunks(
+    s0: Array,
+    q: Array,
+    k: Array,
+    v: Array,
+    log_alpha: Array,
+    beta: Array,
+    start: Array,
+    chunk_size: int,
 ) -> tuple[Array, Array]:
-    """The gated delta rule over T steps: ``(S_T [B, h, d, d], o [T, B, h, d])`` from the carry
-    ``S [B, h, d, d]``, ``q, k, v [T, B, h, d]``, ``alpha, beta [T, B, h]`` and ``keep [T, B]``
-    (0.0 at an episode start, where the state restarts from zero, else 1.0).
+    """The gated delta rule over T steps in chunks of ``L = chunk_size``: ``(S_T, o)``.
 
-    The gradient is the hand-written reverse recurrence of :func:`_delta_backward`: it keeps one
-    ``[T, B, h, d, d]`` stack (the reset states) where JAX's transpose of the loop stacked several
-    (among them the broadcast reset predicate), 1.85x faster forward + backward (B 16, T 128,
-    4 heads of 32; docs/benchmarks.md)."""
-    s, (_, o) = _delta_loop(unroll, s, q, k, v, alpha, beta, keep)
-    return s, o
+    Args: the carry ``s0 [B, h, d, d]``, ``q, k, v [T, B, h, d]``, ``log_alpha, beta [T, B, h]``
+    and ``start [T, B]`` (the state restarts from zero at a start). Returns the state after step
+    ``T - 1`` and the outputs ``o [T, B, h, d]``.
 
+    Write ``S_t = alpha_t S_{t-1} + u_t k_t^T`` with ``u_t = beta_t (v_t - alpha_t S_{t-1}
+    k_t)``. Within a chunk, with ``g_ts = exp(b_t - b_s)`` (``b`` the cumulative ``log alpha``
+    from the chunk's start; zero unless ``s <= t`` in the same episode) and ``g_t0 = exp(b_t)``
+    for the carry (zero once an episode has started in the chunk), ``S_t = g_t0 S_0 + sum_{s <=
+    t} g_ts u_s k_s^T``, so the ``u`` solve the unit lower-triangular system::
 
-def _delta_forward(
-    unroll: int, s: Array, q: Array, k: Array, v: Array, alpha: Array, beta: Array, keep: Array
-) -> tuple[tuple[Array, Array], tuple[Array, ...]]:
-    s, (p, o) = _delta_loop(unroll, s, q, k, v, alpha, beta, keep)
-    return (s, o), (p, q, k, v, alpha, beta, keep)
+        u_t + beta_t sum_{s < t} g_ts (k_t . k_s) u_s = beta_t (v_t - g_t0 S_0 k_t)
 
-
-def _delta_backward(
-    unroll: int, res: tuple[Array, ...], cotangents: tuple[Array, Array]
-) -> tuple[Array, ...]:
-    """Per step, with ``P = keep_t S_{t-1}``, ``sk = P k``, ``r = v - alpha sk`` and ``S_t = alpha
-    P + beta r k^T`` (recomputed), and ``G = dS_t`` (from later steps) + ``do_t q^T``::
-
-        dq = S_t^T do_t,   dv = beta G k,   d beta = (G k) . r,
-        d alpha = <G, P> - beta (G k) . sk,   dk = beta (G^T r - alpha P^T (G k)),
-        dS_{t-1} = keep_t alpha (G - beta (G k) k^T)
+    ``(I + N)^-1 = (I - N)(I + N^2)(I + N^4)...`` (``N`` is nilpotent: ``N^L = 0``) solves it
+    with ``log2 L`` matrix products; a batched LAPACK triangular solve deadlocked XLA's CPU
+    thread pool here. Then ``o_t = g_t0 S_0 q_t + sum_{s <= t} g_ts (k_s . q_t) u_s`` and the
+    state after the chunk is the last row's sum. Steps past ``T`` (padding) have ``beta = 0``
+    and ``log alpha = 0``: they leave the state unchanged.
     """
-    p, q, k, v, alpha, beta, keep = res
-    g_s, g_o = cotangents
-
-    def body(g: Array, inp: tuple[Array, ...]) -> tuple[Array, tuple[Array, ...]]:
-        p_t, q_t, k_t, v_t, a_t, b_t, keep_t, go_t = inp
-        sk = jnp.einsum("bhvk,bhk->bhv", p_t, k_t)
-        r = v_t - a_t[..., None] * sk
-        a4, b4 = a_t[..., None, None], b_t[..., None, None]
-        s_t = a4 * p_t + b4 * r[..., :, None] * k_t[..., None, :]
-        g = g + go_t[..., :, None] * q_t[..., None, :]
-        gk = jnp.einsum("bhvk,bhk->bhv", g, k_t)
-        grads = (
-            jnp.einsum("bhvk,bhv->bhk", s_t, go_t),
-            b_t[..., None]
-            * (
-                jnp.einsum("bhvk,bhv->bhk", g, r)
-                - a_t[..., None] * jnp.einsum("bhvk,bhv->bhk", p_t, gk)
-            ),
-            b_t[..., None] * gk,
-            jnp.sum(g * p_t, axis=(-2, -1)) - b_t * jnp.sum(gk * sk, axis=-1),
-            jnp.sum(gk * r, axis=-1),
-        )
-        g_prev = a4 * (g - b4 * gk[..., :, None] * k_t[..., None, :])
-        return g_prev * keep_t[:, None, None, None], grads
-
-    inputs = (p, q, k, v, alpha, beta, keep, g_o)
-    g_s0, (g_q, g_k, g_v, g_alpha, g_beta) = jax.lax.scan(
-        body, g_s, inputs, reverse=True, unroll=unroll
+    length = start.shape[0]
+    size = max(1, min(chunk_size, length))
+    fills = (0.0, 0.0, 0.0, 0.0, 0.0, False)
+    xs = tuple(
+        time_chunks(u, size, fill)
+        for u, fill in zip((q, k, v, log_alpha, beta, start), fills, strict=True)
     )
-    return g_s0, g_q, g_k, g_v, g_alpha, g_beta, jnp.zeros_like(keep)
+    strict = jnp.tril(jnp.ones((size, size), bool), -1)
+    squarings = max(0, (size - 1).bit_length() - 1)  # N^(2^j) for j = 1..squarings
 
+    def body(s: Array, chunk: tuple[Array, ...]) -> tuple[Array, Array]:
+        q, k, v, log_a, beta, st = chunk  # [L, B, h, d] x 3, [L, B, h] x 2, [L, B]
+        seg, sees = chunk_episodes(st)
+        b = jnp.moveaxis(jnp.cumsum(log_a, axis=0), 0, -1)  # [B, h, L]
+        g = jnp.exp(jnp.where(sees[:, None], b[..., :, None] - b[..., None, :], NEG_INF))
+        g0 = jnp.where((seg == 0)[:, None, :], jnp.exp(b), 0.0)  # [B, h, L]
+        beta = jnp.moveaxis(beta, 0, -1)[..., None]  # [B, h, L, 1]
+        n = jnp.where(strict, beta * g * jnp.einsum("tbhd,sbhd->bhts", k, k), 0.0)
+        sk0 = g0[..., None] * jnp.einsum("bhvk,tbhk->bhtv", s, k)
+        u = beta * (jnp.moveaxis(v, 0, 2) - sk0)  # [B, h, L, d]
+        u, power = u - n @ u, n
+        for _ in range(squarings):
+            power = power @ power
+            u = u + power @ u
+        o = (g * jnp.einsum("tbhd,sbhd->bhts", q, k)) @ u
+        o = o + g0[..., None] * jnp.einsum("bhvk,tbhk->bhtv", s, q)
+        s = g0[..., -1, None, None] * s + jnp.einsum("bhs,bhsv,sbhk->bhvk", g[..., -1, :], u, k)
+        return s, jnp.moveaxis(o, 2, 0)
 
-delta_rule_scan.defvjp(_delta_forward, _delta_backward)
+    final, o = jax.lax.scan(body, s0, xs)
+    return final, o.reshape(-1, *o.shape[2:])[:length]
 
 
 @register_memory("deltanet")
@@ -186,19 +169,21 @@ class DeltaNet(CellStack):
     """Gated DeltaNet. Carry per layer: ``S [B, num_heads, d, d]`` float32 (zeros at a start).
 
     Fields: ``num_heads`` (must divide ``hidden_size``; ``d = hidden_size / num_heads``),
-    ``num_layers``, ``unroll`` (of the ``lax.scan``).
+    ``num_layers``, ``chunk_size`` (steps per loop iteration, :func:`delta_rule_chunks`).
     """
 
     num_heads: int = 4
-    unroll: int = 1
+    chunk_size: int = 16
 
     @classmethod
     def config_errors(cls, fields: dict[str, Any]) -> list[tuple[str, Any, str]]:
-        return heads_errors(fields, cls.num_heads)
+        return heads_errors(fields, cls.num_heads) + positive_int_errors(
+            fields, {"chunk_size": cls.chunk_size}
+        )
 
     @nn.nowrap
     def make_cell(self, layer: int) -> DeltaNetCell:
-        return DeltaNetCell(self.hidden_size, self.num_heads, self.unroll)
+        return DeltaNetCell(self.hidden_size, self.num_heads, self.chunk_size)
 
     @nn.nowrap
     def cell_identity(self, batch_size: int) -> Array:

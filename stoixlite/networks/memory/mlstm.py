@@ -42,9 +42,9 @@ import jax
 import jax.numpy as jnp
 
 from stoixlite.networks.memory import register_memory
-from stoixlite.networks.memory._common import heads_errors
+from stoixlite.networks.memory._common import heads_errors, positive_int_errors
 from stoixlite.networks.memory._memoroid import MemoroidCell, MemoroidStack
-from stoixlite.networks.memory.scan import resettable, resolve_strategy
+from stoixlite.networks.memory.scan import chunk_episodes, resolve_strategy, time_chunks
 
 Array = jax.Array
 # (C^ [..., heads, d, d], n^ [..., heads, d], m [..., heads], F [..., heads]) float32
@@ -78,6 +78,7 @@ def mlstm_combine(a: MLSTMState, b: MLSTMState) -> MLSTMState:
 class MLSTMCell(MemoroidCell):
     hidden_size: int
     num_heads: int = 4
+    chunk_size: int = 16  # steps per loop iteration of the sequential strategy (1: step by step)
 
     def setup(self) -> None:
         h, width = self.num_heads, self.hidden_size
@@ -124,26 +125,88 @@ class MLSTMCell(MemoroidCell):
         self, carry: MLSTMState, x: Array, start: Array, strategy: str
     ) -> tuple[MLSTMState, Array]:
         """The memoroid (:class:`MemoroidCell`), except the sequential strategy over T > 1 steps:
-        one loop that forms each step's element, applies the operator with its reset and reads
-        ``h~_t`` out inside the body, so neither the ``[T, B, heads, d, d]`` elements nor the
-        prefix states are materialised in the forward pass (the same values)."""
+        a loop over chunks of ``chunk_size`` steps in the chunkwise-parallel form
+        (:func:`mlstm_chunks`; ``chunk_size=1``: one step per iteration), so neither the
+        ``[T, B, heads, d, d]`` elements nor the prefix states are materialised (the same
+        values up to float rounding)."""
         if start.shape[0] == 1 or resolve_strategy(strategy, start.shape[0]) != "sequential":
             return super().__call__(carry, x, start, strategy)
         q, k, v = (self._heads(u) for u in jnp.split(self.qkv(x), 3, axis=-1))
         k = k / jnp.sqrt(self.head_size)
         i_pre, log_f = self.input_gate(x), jax.nn.log_sigmoid(self.forget_gate(x))
-
-        step = resettable(mlstm_combine)
-
-        def body(state: MLSTMState, inp: tuple[Array, ...]) -> tuple[MLSTMState, Array]:
-            q_t, k_t, v_t, i_t, f_t, s_t = inp
-            elem = (v_t[..., :, None] * k_t[..., None, :], k_t, i_t, f_t)
-            new, _ = step((state, s_t), (elem, s_t))  # the operator with its reset
-            c, n, m, _ = new
-            return new, mlstm_read(c, n, m, q_t)
-
-        final, h = jax.lax.scan(body, carry, (q, k, v, i_pre, log_f, start))
+        final, h = mlstm_chunks(carry, q, k, v, i_pre, log_f, start, self.chunk_size)
         return final, self._output(h, x)
+
+
+def mlstm_chunks(
+    carry: MLSTMState,
+    q: Array,
+    k: Array,
+    v: Array,
+    i_pre: Array,
+    log_f: Array,
+    start: Array,
+    chunk_size: int,
+) -> tuple[MLSTMState, Array]:
+    """The stabilised mLSTM over ``T`` steps in chunks of ``L = chunk_size``: ``(final, h~)``.
+
+    Args: ``q, k, v [T, B, heads, d]`` (``k`` already scaled by ``1 / sqrt(d)``), the input-gate
+    pre-activation ``i_pre`` and ``log_f = log sigmoid(f~)`` ``[T, B, heads]``, ``start [T, B]``
+    and the carry before step 0. Returns the state after step ``T - 1`` and ``h~ [T, B, heads,
+    d]``.
+
+    Within a chunk, with ``b_t`` the cumulative sum of ``log f`` from the chunk's first step, step
+    ``s <= t`` of the same episode reaches ``t`` with log weight ``b_t - b_s + i~_s`` and the
+    state before the chunk with ``b_t + m_0`` (only if no episode starts in ``[0, t]``). The
+    stabiliser ``m_t`` is the largest of these: exactly the paper's ``m_t = max(log f_t +
+    m_{t-1}, i~_t)`` unrolled. With ``w = exp(log weight - m_t)``::
+
+        h~_t = (sum_s w_ts (q_t . k_s) v_s + w_t0 C^_0 q_t) / max(|sum_s w_ts (q_t . k_s)
+               + w_t0 n^_0 . q_t|, exp(-m_t))
+
+    (``[L, L]`` products per head: the chunkwise-parallel form of linear attention with decay,
+    Yang et al. 2024, "Gated Linear Attention Transformers with Hardware-Efficient Training",
+    with mLSTM's max stabiliser), and the state after the chunk is the last row's weights
+    applied to ``v_s k_s^T``, ``k_s`` and ``(C^_0, n^_0)``. Steps past ``T`` (padding up to a
+    multiple of ``L``) have ``i~ = -1e30`` (no input), ``log f = 0`` and no start, so they leave
+    the state unchanged. ``L = 1`` is the step-by-step recurrence.
+    """
+    length = start.shape[0]
+    size = max(1, min(chunk_size, length))
+    fills = (0.0, 0.0, 0.0, NEG_INF, 0.0, False)
+    xs = tuple(
+        time_chunks(u, size, fill)
+        for u, fill in zip((q, k, v, i_pre, log_f, start), fills, strict=True)
+    )
+
+    def body(state: MLSTMState, chunk: tuple[Array, ...]) -> tuple[MLSTMState, Array]:
+        c0, n0, m0, f0 = state  # [B, h, d, d], [B, h, d], [B, h], [B, h]
+        q, k, v, i_pre, log_f, st = chunk  # [L, B, h, d] x 3, [L, B, h] x 2, [L, B]
+        seg, sees = chunk_episodes(st)  # [B, L], [B, t, s]
+        b_t = jnp.moveaxis(jnp.cumsum(log_f, axis=0), 0, -1)  # [B, h, L]
+        log_w = b_t[..., :, None] - b_t[..., None, :] + jnp.moveaxis(i_pre, 0, -1)[..., None, :]
+        log_w = jnp.where(sees[:, None], log_w, NEG_INF)  # [B, h, t, s]
+        sees_carry = (seg == 0)[:, None, :]  # [B, 1, L]
+        log_w0 = jnp.where(sees_carry, b_t + m0[..., None], NEG_INF)  # [B, h, L]
+        m = jnp.maximum(jnp.max(log_w, axis=-1), log_w0)  # [B, h, L]
+        w = jnp.exp(log_w - m[..., None])
+        w0 = jnp.exp(log_w0 - m)
+        a = w * jnp.einsum("tbhd,sbhd->bhts", q, k)
+        num = jnp.einsum("bhts,sbhd->tbhd", a, v)
+        num = num + jnp.moveaxis(w0, -1, 0)[..., None] * jnp.einsum("bhvk,tbhk->tbhv", c0, q)
+        den = jnp.sum(a, axis=-1) + w0 * jnp.einsum("bhk,tbhk->bht", n0, q)  # [B, h, L]
+        den = jnp.maximum(jnp.abs(den), jnp.exp(-m))
+        h = num / jnp.moveaxis(den, -1, 0)[..., None]
+        w_end, w0_end = w[..., -1, :], w0[..., -1]  # the state after the chunk's last step
+        c = jnp.einsum("bhs,sbhv,sbhk->bhvk", w_end, v, k) + w0_end[..., None, None] * c0
+        n = jnp.einsum("bhs,sbhk->bhk", w_end, k) + w0_end[..., None] * n0
+        in_last = (seg == seg[:, -1:]).T[..., None]  # [L, B, 1]: steps of the last episode
+        f = jnp.sum(jnp.where(in_last, log_f, 0.0), axis=0)
+        f = f + jnp.where(seg[:, -1:] == 0, f0, 0.0)
+        return (c, n, m[..., -1], f), h
+
+    final, h = jax.lax.scan(body, carry, xs)
+    return final, h.reshape(-1, *h.shape[2:])[:length]
 
 
 def mlstm_read(c: Array, n: Array, m: Array, q: Array) -> Array:
@@ -158,7 +221,8 @@ def mlstm_read(c: Array, n: Array, m: Array, q: Array) -> Array:
 class MLSTM(MemoroidStack):
     """xLSTM's mLSTM. Carry per layer: ``(C^ [B, h, d, d], n^ [B, h, d], m [B, h], F [B, h])``.
 
-    Fields: ``num_heads`` (must divide ``hidden_size``; ``d = hidden_size / num_heads``), plus
+    Fields: ``num_heads`` (must divide ``hidden_size``; ``d = hidden_size / num_heads``),
+    ``chunk_size`` (steps per iteration of the sequential strategy, :func:`mlstm_chunks`), plus
     ``num_layers`` and ``scan``.
     """
 
@@ -166,4 +230,6 @@ class MLSTM(MemoroidStack):
 
     @classmethod
     def config_errors(cls, fields: dict[str, Any]) -> list[tuple[str, Any, str]]:
-        return heads_errors(fields, cls.num_heads)
+        return heads_errors(fields, cls.num_heads) + positive_int_errors(
+            fields, {"chunk_size": cls.chunk_size}
+        )

@@ -142,3 +142,27 @@ def linear_recurrence_combine(
 def linear_recurrence_identity(shape: tuple[int, ...], dtype: Any) -> tuple[Array, Array]:
     """Identity ``(ones, zeros)`` of :func:`linear_recurrence_combine`."""
     return jnp.ones(shape, dtype), jnp.zeros(shape, dtype)
+
+
+# --- chunked evaluation (the chunkwise-parallel forms of mlstm and deltanet) --------------------
+
+
+def time_chunks(u: Array, size: int, fill: float | bool) -> Array:
+    """``u [T, ...]`` as ``[ceil(T / size), size, ...]``, the last chunk padded with ``fill``."""
+    pad = -u.shape[0] % size
+    if pad:
+        u = jnp.concatenate([u, jnp.full((pad, *u.shape[1:]), fill, u.dtype)])
+    return u.reshape(-1, size, *u.shape[1:])
+
+
+def chunk_episodes(start: Array) -> tuple[Array, Array]:
+    """Episode structure of one chunk from its start flags ``[L, B]``.
+
+    Returns ``(seg [B, L], sees [B, L, L])``: ``seg`` numbers the episode segments within the
+    chunk (0: the episode running when the chunk began, i.e. the carry is visible), and
+    ``sees[b, t, s]`` is true iff step ``s <= t`` belongs to the same episode as step ``t``.
+    """
+    seg = jnp.cumsum(start.astype(jnp.int32), axis=0).T
+    size = start.shape[0]
+    causal = jnp.tril(jnp.ones((size, size), bool))
+    return seg, causal[None] & (seg[:, :, None] == seg[:, None, :])
