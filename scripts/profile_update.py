@@ -7,7 +7,10 @@ times per call (a ``lax.scan``, like the learn chunk):
 * ``prepare``: bootstrap values (one batched T=1 call), GAE, cutting the sequences;
 * ``epochs``: ``epochs x num_minibatches`` minibatch steps (shuffle/gather, forward, backward,
   optimiser);
-* ``update``: the whole update as training runs it (the sum of the above plus fusion effects).
+* ``update``: the whole update as training runs it (the sum of the above plus fusion effects);
+* ``minibatch gradient``: one minibatch's loss gradient alone, reported with XLA's count of its
+  floating-point operations (exact for models without a loop over time: the attention memories,
+  the MLPs; a loop body counts once).
 
 Timings of all phases (and of PureJaxRL ppo.py's whole update with ``--purejaxrl``) are
 interleaved over ``--rounds`` rounds and reported as medians, so machine load affects them
@@ -111,7 +114,25 @@ def phase_programs(exp, updates: int) -> tuple[dict[str, Callable], object]:
         "epochs": (state, sequences),
         "update": (state,),
     }
+    programs["minibatch gradient"] = jax.jit(lambda p, b: grad_fn(p, b)[0])
+    args["minibatch gradient"] = (state.params, split_minibatches_first(sequences, cfg))
     return programs, args
+
+
+def split_minibatches_first(sequences, cfg):
+    """The first minibatch of ``sequences`` (unshuffled), as one minibatch step sees it."""
+    from stoixlite.ppo.learner import split_minibatches
+
+    perm = jnp.arange(sequences.start.shape[1])
+    return jax.tree.map(lambda x: x[0], split_minibatches(sequences, perm, cfg.num_minibatches))
+
+
+def flops(compiled) -> float | None:
+    """XLA's count of floating-point operations of a compiled program (``None`` if the backend
+    gives none). The body of a loop (``lax.scan``) is counted once, not once per iteration."""
+    cost = compiled.cost_analysis()
+    cost = cost[0] if isinstance(cost, list | tuple) else cost
+    return float(cost["flops"]) if cost and "flops" in cost else None
 
 
 def main() -> None:
@@ -166,8 +187,17 @@ def main() -> None:
     )
     print("| phase | ms / update | SPS equivalent |\n|---|---:|---:|")
     for name, t in times.items():
+        if name == "minibatch gradient":
+            continue
         med = statistics.median(t)
         print(f"| {name} | {med:.2f} | {steps / med * 1e3:,.0f} |")
+    grad_ms = statistics.median(times["minibatch gradient"]) * args.updates
+    grad_flops = flops(compiled["minibatch gradient"])
+    counted = "not reported" if grad_flops is None else f"{grad_flops / 1e9:.2f} GFLOP"
+    print(
+        f"\none minibatch gradient (forward + backward, no optimiser): {grad_ms:.2f} ms, "
+        f"{counted} (XLA's count; a loop body counts once, so exact only without scans)"
+    )
     if args.trace:
         with jax.profiler.trace(args.trace):
             jax.block_until_ready(compiled["update"](*inputs["update"]))

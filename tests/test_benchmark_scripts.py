@@ -136,3 +136,33 @@ def test_benchmark_memory_scans_filter_and_memory_estimates():
     layers, heads, window = 2, 4, 64
     want = layers * 64 * heads * 256 * (window + 256) * 4 / 2**20
     assert bench._estimate_state_mb("transformer", 256, 64, 128) == pytest.approx(want)
+
+
+def test_profile_update_counts_the_minibatch_gradient_flops():
+    """scripts/profile_update.py's ``minibatch gradient`` program is one minibatch's loss
+    gradient, and XLA's operation count of it grows with the network's width (so the figure
+    reported for the attention memories against the mlp measures their arithmetic)."""
+    from hydra import compose, initialize_config_dir
+
+    from stoixlite.rec_ppo import CONFIG_DIR
+    from stoixlite.run.build import build_run
+
+    profile = load_script("profile_update")
+    counts = {}
+    for width in (16, 64):
+        overrides = [
+            "network=mlp",
+            f"network.hidden_size={width}",
+            "env=gymnax/CartPole-v1",
+            "arch.num_envs=4",
+            "system.rollout_length=8",
+        ]
+        with initialize_config_dir(str(CONFIG_DIR), version_base=None):
+            cfg = compose("config", overrides=overrides)
+        programs, args = profile.phase_programs(build_run(cfg), updates=1)
+        gradient = programs["minibatch gradient"]
+        grads = gradient(*args["minibatch gradient"])
+        assert jax.tree.structure(grads) == jax.tree.structure(args["minibatch gradient"][0])
+        counts[width] = profile.flops(gradient.lower(*args["minibatch gradient"]).compile())
+    assert counts[16] > 0
+    assert counts[64] > 2 * counts[16]
