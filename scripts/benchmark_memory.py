@@ -170,7 +170,9 @@ def _configs(models, lengths, only_scans=None):
                 yield name, scan, length, "train"
 
 
-def _estimate_state_mb(name: str, length: int, batch: int, hidden: int) -> float:
+def _estimate_state_mb(
+    name: str, length: int, batch: int, hidden: int, scan: str = "sequential"
+) -> float:
     if str(ROOT) not in sys.path:
         sys.path.insert(0, str(ROOT))
     from stoixlite.networks.memory import build_memory
@@ -183,6 +185,10 @@ def _estimate_state_mb(name: str, length: int, batch: int, hidden: int) -> float
         slots = model.memory_length + length
         floats = model.num_layers * batch * model.num_heads * length * slots
         return floats * 4 / 2**20
+    chunk = getattr(model, "chunk_size", None)
+    if chunk and scan != "associative":
+        # Chunkwise forms (mlstm, deltanet) form the state once per chunk, not per step.
+        return _state_floats(model, batch) * 4 * -(-length // chunk) / 2**20
     return _state_floats(model, batch) * 4 * length / 2**20
 
 
@@ -270,7 +276,7 @@ def main(argv: list[str] | None = None) -> None:
     results = []
     for name, scan, length, mode in _configs(args.models or default_models(), lengths, args.scans):
         tag = f"{name:16s} {scan:11s} {mode:7s} T={length:<5d}"
-        state_mb = _estimate_state_mb(name, length, args.batch, args.hidden)
+        state_mb = _estimate_state_mb(name, length, args.batch, args.hidden, scan)
         if state_mb > args.max_state_mb:
             res = {"model": name, "scan": scan, "T": length, "mode": mode}
             res["status"] = f"skipped (states {state_mb:.0f} MB)"

@@ -136,6 +136,14 @@ def test_benchmark_memory_scans_filter_and_memory_estimates():
     layers, heads, window = 2, 4, 64
     want = layers * 64 * heads * 256 * (window + 256) * 4 / 2**20
     assert bench._estimate_state_mb("transformer", 256, 64, 128) == pytest.approx(want)
+    # chunkwise forms store one state per chunk of 16 steps, the associative scan one per step
+    per_step = bench._estimate_state_mb("mlstm", 1024, 64, 128, "associative")
+    assert bench._estimate_state_mb("mlstm", 1024, 64, 128, "sequential") == pytest.approx(
+        per_step / 16
+    )
+    assert bench._estimate_state_mb("deltanet", 1000, 64, 128) == pytest.approx(
+        bench._estimate_state_mb("deltanet", 1008, 64, 128)
+    )
 
 
 def test_profile_update_counts_the_minibatch_gradient_flops():
