@@ -114,17 +114,12 @@ def phase_programs(exp, updates: int) -> tuple[dict[str, Callable], object]:
         "epochs": (state, sequences),
         "update": (state,),
     }
+    # one minibatch step's gradient alone, on the first (unshuffled) minibatch
+    unshuffled = jnp.arange(sequences.start.shape[1])
+    first = split_minibatches(sequences, unshuffled, cfg.num_minibatches)
     programs["minibatch gradient"] = jax.jit(lambda p, b: grad_fn(p, b)[0])
-    args["minibatch gradient"] = (state.params, split_minibatches_first(sequences, cfg))
+    args["minibatch gradient"] = (state.params, jax.tree.map(lambda x: x[0], first))
     return programs, args
-
-
-def split_minibatches_first(sequences, cfg):
-    """The first minibatch of ``sequences`` (unshuffled), as one minibatch step sees it."""
-    from stoixlite.ppo.learner import split_minibatches
-
-    perm = jnp.arange(sequences.start.shape[1])
-    return jax.tree.map(lambda x: x[0], split_minibatches(sequences, perm, cfg.num_minibatches))
 
 
 def flops(compiled) -> float | None:

@@ -41,10 +41,9 @@ from stoixlite.networks.memory import register_memory
 from stoixlite.networks.memory._common import heads_errors, positive_int_errors
 from stoixlite.networks.memory._stack import CellStack
 from stoixlite.networks.memory.mamba import dt_bias_init
-from stoixlite.networks.memory.scan import chunk_episodes, time_chunks
+from stoixlite.networks.memory.scan import NEG_INF, chunk_episodes, from_chunks, time_chunks
 
 Array = jax.Array
-NEG_INF = -1e30  # log weight of pairs in different episodes or the future: exp() == 0
 
 
 def l2norm(u: Array, eps: float = 1e-6) -> Array:
@@ -131,13 +130,8 @@ def delta_rule_chunks(
     state after the chunk is the last row's sum. Steps past ``T`` (padding) have ``beta = 0``
     and ``log alpha = 0``: they leave the state unchanged.
     """
-    length = start.shape[0]
-    size = max(1, min(chunk_size, length))
     fills = (0.0, 0.0, 0.0, 0.0, 0.0, False)
-    xs = tuple(
-        time_chunks(u, size, fill)
-        for u, fill in zip((q, k, v, log_alpha, beta, start), fills, strict=True)
-    )
+    xs, size = time_chunks((q, k, v, log_alpha, beta, start), fills, chunk_size)
     strict = jnp.tril(jnp.ones((size, size), bool), -1)
     squarings = max(0, (size - 1).bit_length() - 1)  # N^(2^j) for j = 1..squarings
 
@@ -161,7 +155,7 @@ def delta_rule_chunks(
         return s, jnp.moveaxis(o, 2, 0)
 
     final, o = jax.lax.scan(body, s0, xs)
-    return final, o.reshape(-1, *o.shape[2:])[:length]
+    return final, from_chunks(o, start.shape[0])
 
 
 @register_memory("deltanet")

@@ -44,12 +44,17 @@ import jax.numpy as jnp
 from stoixlite.networks.memory import register_memory
 from stoixlite.networks.memory._common import heads_errors, positive_int_errors
 from stoixlite.networks.memory._memoroid import MemoroidCell, MemoroidStack
-from stoixlite.networks.memory.scan import chunk_episodes, resolve_strategy, time_chunks
+from stoixlite.networks.memory.scan import (
+    NEG_INF,
+    chunk_episodes,
+    from_chunks,
+    resolve_strategy,
+    time_chunks,
+)
 
 Array = jax.Array
 # (C^ [..., heads, d, d], n^ [..., heads, d], m [..., heads], F [..., heads]) float32
 MLSTMState = tuple[Array, Array, Array, Array]
-NEG_INF = -1e30  # the identity's log scale: exp(NEG_INF - m) == 0 for every finite m
 
 
 def mlstm_identity(batch_size: int, heads: int, d: int) -> MLSTMState:
@@ -171,13 +176,8 @@ def mlstm_chunks(
     multiple of ``L``) have ``i~ = -1e30`` (no input), ``log f = 0`` and no start, so they leave
     the state unchanged. ``L = 1`` is the step-by-step recurrence.
     """
-    length = start.shape[0]
-    size = max(1, min(chunk_size, length))
     fills = (0.0, 0.0, 0.0, NEG_INF, 0.0, False)
-    xs = tuple(
-        time_chunks(u, size, fill)
-        for u, fill in zip((q, k, v, i_pre, log_f, start), fills, strict=True)
-    )
+    xs, _ = time_chunks((q, k, v, i_pre, log_f, start), fills, chunk_size)
 
     def body(state: MLSTMState, chunk: tuple[Array, ...]) -> tuple[MLSTMState, Array]:
         c0, n0, m0, f0 = state  # [B, h, d, d], [B, h, d], [B, h], [B, h]
@@ -206,7 +206,7 @@ def mlstm_chunks(
         return (c, n, m[..., -1], f), h
 
     final, h = jax.lax.scan(body, carry, xs)
-    return final, h.reshape(-1, *h.shape[2:])[:length]
+    return final, from_chunks(h, start.shape[0])
 
 
 def mlstm_read(c: Array, n: Array, m: Array, q: Array) -> Array:

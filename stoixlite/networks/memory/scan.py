@@ -147,12 +147,33 @@ def linear_recurrence_identity(shape: tuple[int, ...], dtype: Any) -> tuple[Arra
 # --- chunked evaluation (the chunkwise-parallel forms of mlstm and deltanet) --------------------
 
 
-def time_chunks(u: Array, size: int, fill: float | bool) -> Array:
-    """``u [T, ...]`` as ``[ceil(T / size), size, ...]``, the last chunk padded with ``fill``."""
-    pad = -u.shape[0] % size
-    if pad:
-        u = jnp.concatenate([u, jnp.full((pad, *u.shape[1:]), fill, u.dtype)])
-    return u.reshape(-1, size, *u.shape[1:])
+NEG_INF = -1e30  # a log weight that exp() turns into exactly 0 (masked pairs, empty states)
+
+
+def time_chunks(
+    arrays: tuple[Array, ...], fills: tuple[float | bool, ...], chunk_size: int
+) -> tuple[tuple[Array, ...], int]:
+    """Split time-major arrays ``[T, ...]`` into chunks ``[ceil(T / L), L, ...]``.
+
+    ``L = min(chunk_size, T)`` (at least 1); the last chunk of each array is padded with its
+    ``fill`` (a value that leaves the recurrence unchanged). Returns the chunked arrays and
+    ``L``; :func:`from_chunks` undoes it.
+    """
+    length = arrays[0].shape[0]
+    size = max(1, min(chunk_size, length))
+    pad = -length % size
+
+    def split(u: Array, fill: float | bool) -> Array:
+        if pad:
+            u = jnp.concatenate([u, jnp.full((pad, *u.shape[1:]), fill, u.dtype)])
+        return u.reshape(-1, size, *u.shape[1:])
+
+    return tuple(split(u, f) for u, f in zip(arrays, fills, strict=True)), size
+
+
+def from_chunks(u: Array, length: int) -> Array:
+    """Chunked outputs ``[C, L, ...]`` back to ``[length, ...]`` (the padding dropped)."""
+    return u.reshape(-1, *u.shape[2:])[:length]
 
 
 def chunk_episodes(start: Array) -> tuple[Array, Array]:
