@@ -3,8 +3,9 @@
 Phases of ``stoixlite.ppo.learner.make_update``, each jitted on its own and run ``--updates``
 times per call (a ``lax.scan``, like the learn chunk):
 
-* ``rollout``: ``rollout_length`` steps of (network at T=1, env step);
-* ``prepare``: bootstrap values (one batched T=1 call), GAE, cutting the sequences;
+* ``rollout``: ``rollout_length`` steps of (network at T=1, env step) and the bootstrap values
+  (one batched T=1 call, or in the loop when only the sequence-start carries are kept);
+* ``prepare``: GAE, cutting the sequences;
 * ``epochs``: ``epochs x num_minibatches`` minibatch steps (shuffle/gather, forward, backward,
   optimiser);
 * ``update``: the whole update as training runs it (the sum of the above plus fusion effects);
@@ -37,84 +38,47 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-import optax  # noqa: E402
 
 
 def phase_programs(exp, updates: int) -> tuple[dict[str, Callable], object]:
-    """Jitted phase functions (each scanning ``updates`` times) and their shared input state."""
-    from stoixlite.ppo.gae import gae_advantages
-    from stoixlite.ppo.learner import make_sequences, sequence_length, split_minibatches
+    """Jitted phase functions (each scanning ``updates`` times) and their shared input state.
+
+    The phases are the learner's own (:func:`stoixlite.ppo.learner.make_update_phases`, built
+    with the run's config), so a model that keeps only the sequence-start carries
+    (``system.rollout_carries``) is profiled with that rollout, as it trains.
+    """
+    from stoixlite.ppo.learner import make_update_phases, split_minibatches
     from stoixlite.ppo.loss import ppo_loss
-    from stoixlite.ppo.rollout import bootstrap_values, rollout
 
-    cfg, apply_fn, tx = exp.ppo, exp.network.apply, exp.optimizer
+    cfg, apply_fn = exp.ppo, exp.network.apply
+    unroll = exp.config.system.rollout_unroll
+    phases = make_update_phases(apply_fn, exp.env, exp.optimizer, cfg, rollout_unroll=unroll)
     state = exp.init_state(jax.random.PRNGKey(0))
-
-    def collect(state):
-        initial_carry = state.carry
-        state, traj, carries_after = rollout(apply_fn, exp.env, state, cfg.rollout_length)
-        return state, (initial_carry, traj, carries_after)
-
-    def prepare(state, data):
-        initial_carry, traj, carries_after = data
-        next_value = bootstrap_values(apply_fn, state.params, traj, carries_after)
-        advantage, target = gae_advantages(
-            traj.reward, traj.discount, traj.last, traj.value, next_value, cfg.gamma, cfg.gae_lambda
-        )
-        before = jax.tree.map(
-            lambda c0, c: jnp.concatenate([c0[None], c[:-1]], axis=0), initial_carry, carries_after
-        )
-        return make_sequences(traj, advantage, target, before, sequence_length(cfg), cfg.burn_in)
-
-    grad_fn = jax.grad(lambda p, b: ppo_loss(p, apply_fn, b, cfg), has_aux=True)
-
-    def epochs(state, sequences):
-        num_sequences = sequences.start.shape[1]
-
-        def minibatch_step(carry, batch):
-            params, opt_state = carry
-            grads, metrics = grad_fn(params, batch)
-            updates_, opt_state = tx.update(grads, opt_state, params)
-            return (optax.apply_updates(params, updates_), opt_state), metrics
-
-        def epoch_step(carry, key):
-            perm = jax.random.permutation(key, num_sequences)
-            return jax.lax.scan(
-                minibatch_step, carry, split_minibatches(sequences, perm, cfg.num_minibatches)
-            )
-
-        (params, opt_state), _ = jax.lax.scan(
-            epoch_step, (state.params, state.opt_state), jax.random.split(state.key, cfg.epochs)
-        )
-        return state.replace(params=params, opt_state=opt_state)
-
-    _, data = jax.jit(collect)(state)
-    sequences = jax.jit(prepare)(state, data)
+    _, data = jax.jit(phases.collect)(state)
+    sequences, _ = jax.jit(phases.prepare)(data)
 
     def checksum(tree) -> jax.Array:  # keeps every output of a phase alive
         return sum(jnp.sum(x.astype(jnp.float32)) for x in jax.tree.leaves(tree))
 
+    def repeat(step: Callable, s):
+        return jax.lax.scan(lambda c, _: (step(c), None), s, None, length=updates)[0]
+
     programs = {
-        "rollout": jax.jit(
-            lambda s: jax.lax.scan(lambda c, _: (collect(c)[0], None), s, None, length=updates)[0]
-        ),
+        "rollout": jax.jit(lambda s: repeat(lambda c: phases.collect(c)[0], s)),
         "prepare": jax.jit(
-            lambda s, d: jax.lax.map(lambda _: checksum(prepare(s, d)), jnp.arange(updates))
+            lambda d: jax.lax.map(lambda _: checksum(phases.prepare(d)), jnp.arange(updates))
         ),
-        "epochs": jax.jit(
-            lambda s, q: jax.lax.scan(lambda c, _: (epochs(c, q), None), s, None, length=updates)[0]
-        ),
-        "update": jax.jit(
-            lambda s: jax.lax.scan(lambda c, _: exp.update(c), s, None, length=updates)[0]
-        ),
+        "epochs": jax.jit(lambda s, q: repeat(lambda c: phases.epochs(c, q)[0], s)),
+        "update": jax.jit(lambda s: repeat(lambda c: exp.update(c)[0], s)),
     }
     args = {
         "rollout": (state,),
-        "prepare": (state, data),
+        "prepare": (data,),
         "epochs": (state, sequences),
         "update": (state,),
     }
     # one minibatch step's gradient alone, on the first (unshuffled) minibatch
+    grad_fn = jax.grad(lambda p, b: ppo_loss(p, apply_fn, b, cfg), has_aux=True)
     unshuffled = jnp.arange(sequences.start.shape[1])
     first = split_minibatches(sequences, unshuffled, cfg.num_minibatches)
     programs["minibatch gradient"] = jax.jit(lambda p, b: grad_fn(p, b)[0])

@@ -13,7 +13,7 @@ feed-forward PPO. For a model without state this is the same loss as on sequence
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -199,25 +199,50 @@ def explained_variance(value: jax.Array, target: jax.Array) -> jax.Array:
     return jnp.where(var > 0, 1.0 - jnp.var(target - value) / jnp.where(var > 0, var, 1.0), 0.0)
 
 
-def make_update(
+class Collected(NamedTuple):
+    """What an update's rollout leaves for training (:attr:`UpdatePhases.collect`).
+
+    ``traj`` leaves ``[T, N, ...]``; ``chunk_carry`` / ``burn_carry`` the carries before each
+    training chunk / its burn-in (leaves ``[chunks, N, ...]``; ``burn_carry`` is ``None`` without
+    burn-in, :func:`carry_steps`); ``next_value [T, N]`` is V(true next observation) per step.
+    """
+
+    traj: Transition
+    chunk_carry: Any
+    burn_carry: Any
+    next_value: jax.Array
+
+
+class UpdatePhases(NamedTuple):
+    """The three phases of one update, pure functions that :func:`make_update` chains.
+
+    * ``collect(state) -> (state, Collected)``: the rollout and the bootstrap values;
+    * ``prepare(Collected) -> (SequenceBatch, target [T, N])``: GAE and the training sequences;
+    * ``epochs(state, SequenceBatch) -> (state, loss metrics [epochs, minibatches])``: the
+      shuffled minibatch steps (params, optimiser state and key advance).
+
+    ``scripts/profile_update.py`` times them separately, so what it profiles is what trains.
+    """
+
+    collect: Callable[[LearnerState], tuple[LearnerState, Collected]]
+    prepare: Callable[[Collected], tuple[SequenceBatch, jax.Array]]
+    epochs: Callable[[LearnerState, SequenceBatch], tuple[LearnerState, dict[str, jax.Array]]]
+
+
+def make_update_phases(
     apply_fn: ApplyFn,
     env: Environment,
     tx: optax.GradientTransformation,
     cfg: PPOConfig,
     rollout_unroll: int = 1,
     layout_minibatches: Callable[[SequenceBatch], SequenceBatch] | None = None,
-) -> Callable[[LearnerState], tuple[LearnerState, dict[str, jax.Array]]]:
-    """Build ``update(state) -> (state, metrics)``: a rollout, then epochs x minibatches steps.
-
-    ``layout_minibatches`` maps an epoch's minibatches ``[M, L, B, ...]`` to themselves with a
-    device layout (a sharding constraint splitting each minibatch over devices, see
-    :mod:`stoixlite.run.sharding`); values are unchanged.
-    """
+) -> UpdatePhases:
+    """Build the phases of :func:`make_update` (same arguments)."""
     grad_fn = jax.grad(lambda p, b: ppo_loss(p, apply_fn, b, cfg), has_aux=True)
+    bptt = sequence_length(cfg)
+    chunk_starts, burn_starts = carry_steps(cfg.rollout_length, bptt, cfg.burn_in)
 
-    def update(state: LearnerState) -> tuple[LearnerState, dict[str, jax.Array]]:
-        bptt = sequence_length(cfg)
-        chunk_starts, burn_starts = carry_steps(cfg.rollout_length, bptt, cfg.burn_in)
+    def collect(state: LearnerState) -> tuple[LearnerState, Collected]:
         if keeps_sequence_starts(cfg.rollout_carries, state.carry):
             keep = sorted(set(chunk_starts) | set(burn_starts))
             state, traj, stored, next_value = rollout_keeping(
@@ -238,19 +263,34 @@ def make_update(
             row = int
         chunk_carry = carries_at(stored, [row(t) for t in chunk_starts])
         burn_carry = carries_at(stored, [row(t) for t in burn_starts]) if cfg.burn_in else None
+        return state, Collected(traj, chunk_carry, burn_carry, next_value)
+
+    def prepare(data: Collected) -> tuple[SequenceBatch, jax.Array]:
+        traj = data.traj
         advantage, target = gae_advantages(
-            traj.reward, traj.discount, traj.last, traj.value, next_value, cfg.gamma, cfg.gae_lambda
+            traj.reward,
+            traj.discount,
+            traj.last,
+            traj.value,
+            data.next_value,
+            cfg.gamma,
+            cfg.gae_lambda,
         )
         sequences = cut_sequences(
-            traj, advantage, target, chunk_carry, burn_carry, bptt, cfg.burn_in
+            traj, advantage, target, data.chunk_carry, data.burn_carry, bptt, cfg.burn_in
         )
-        num_sequences = sequences.start.shape[1]
+        return sequences, target
 
-        def minibatch_step(carry: tuple, batch: SequenceBatch) -> tuple[tuple, dict]:
-            params, opt_state = carry
-            grads, metrics = grad_fn(params, batch)
-            updates, opt_state = tx.update(grads, opt_state, params)
-            return (optax.apply_updates(params, updates), opt_state), metrics
+    def minibatch_step(carry: tuple, batch: SequenceBatch) -> tuple[tuple, dict]:
+        params, opt_state = carry
+        grads, metrics = grad_fn(params, batch)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return (optax.apply_updates(params, updates), opt_state), metrics
+
+    def epochs(
+        state: LearnerState, sequences: SequenceBatch
+    ) -> tuple[LearnerState, dict[str, jax.Array]]:
+        num_sequences = sequences.start.shape[1]
 
         def epoch_step(carry: tuple, key: jax.Array) -> tuple[tuple, dict]:
             perm = jax.random.permutation(key, num_sequences)
@@ -263,16 +303,39 @@ def make_update(
         (params, opt_state), loss_metrics = jax.lax.scan(
             epoch_step, (state.params, state.opt_state), jax.random.split(epoch_key, cfg.epochs)
         )
+        return state.replace(params=params, opt_state=opt_state, key=key), loss_metrics
+
+    return UpdatePhases(collect, prepare, epochs)
+
+
+def make_update(
+    apply_fn: ApplyFn,
+    env: Environment,
+    tx: optax.GradientTransformation,
+    cfg: PPOConfig,
+    rollout_unroll: int = 1,
+    layout_minibatches: Callable[[SequenceBatch], SequenceBatch] | None = None,
+) -> Callable[[LearnerState], tuple[LearnerState, dict[str, jax.Array]]]:
+    """Build ``update(state) -> (state, metrics)``: a rollout, then epochs x minibatches steps
+    (:class:`UpdatePhases` chained).
+
+    ``layout_minibatches`` maps an epoch's minibatches ``[M, L, B, ...]`` to themselves with a
+    device layout (a sharding constraint splitting each minibatch over devices, see
+    :mod:`stoixlite.run.sharding`); values are unchanged.
+    """
+    phases = make_update_phases(apply_fn, env, tx, cfg, rollout_unroll, layout_minibatches)
+
+    def update(state: LearnerState) -> tuple[LearnerState, dict[str, jax.Array]]:
+        state, data = phases.collect(state)
+        sequences, target = phases.prepare(data)
+        state, loss_metrics = phases.epochs(state, sequences)
         metrics = {k: v.mean() for k, v in loss_metrics.items()}
         # The rollout/replay identity: first minibatch of the first epoch.
         metrics["loss/first_ratio_max_dev"] = loss_metrics["loss/ratio_max_dev"][0, 0]
         metrics["loss/first_value_max_dev"] = loss_metrics["loss/value_max_dev"][0, 0]
-        metrics["train/explained_variance"] = explained_variance(traj.value, target)
-        metrics.update(episode_metrics(traj))
-        state = state.replace(
-            params=params, opt_state=opt_state, key=key, update_step=state.update_step + 1
-        )
-        return state, metrics
+        metrics["train/explained_variance"] = explained_variance(data.traj.value, target)
+        metrics.update(episode_metrics(data.traj))
+        return state.replace(update_step=state.update_step + 1), metrics
 
     return update
 
