@@ -72,16 +72,20 @@ def test_every_env_network_file_names_an_existing_env_and_network():
         assert path.read_text().count("# @package _global_") == 1
 
 
-def test_env_network_defaults_apply_to_their_pair_only_and_the_command_line_wins():
-    pair = compose_config(["network=gru", "env=popgym/repeat_first"])
+@pytest.mark.parametrize("network", ["gru", "lstm"])
+def test_env_network_defaults_apply_to_their_pair_only_and_the_command_line_wins(network):
+    pair = compose_config([f"network={network}", "env=popgym/repeat_first"])
     assert pair.network.chrono_period == 512
     assert parse(pair).network.memory["chrono_period"] == 512
     # the same network on another env, and another network on the same env: untouched
-    assert compose_config(["network=gru", "env=popgym/repeat_previous"]).network.chrono_period == 0
+    other_env = compose_config([f"network={network}", "env=popgym/repeat_previous"])
+    assert other_env.network.chrono_period == 0
     assert (
         "chrono_period"
         not in compose_config(["network=memoroid", "env=popgym/repeat_first"]).network
     )
     # the command line overrides the pair's default
-    cli = compose_config(["network=gru", "env=popgym/repeat_first", "network.chrono_period=0"])
+    cli = compose_config(
+        [f"network={network}", "env=popgym/repeat_first", "network.chrono_period=0"]
+    )
     assert cli.network.chrono_period == 0
