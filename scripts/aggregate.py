@@ -171,21 +171,27 @@ def plot(groups: dict[tuple[str, str], list[Curve]], out: Path, metric: str) -> 
         by_env[env][network] = curves
     paths = []
     for env, networks in sorted(by_env.items()):
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for network, curves in sorted(networks.items()):
-            if not curves:
-                continue
+        # more curves than tab10 has colours: 20 colours, a legend beside the axes
+        many = len(networks) > 10
+        fig, ax = plt.subplots(figsize=(9, 4.5) if many else (6, 4))
+        colours = plt.get_cmap("tab20" if many else "tab10").colors
+        drawn = [(n, c) for n, c in sorted(networks.items()) if c]
+        for i, (network, curves) in enumerate(drawn):
+            colour = colours[i % len(colours)]
             steps = curves[0][0]
             values = np.stack([np.interp(steps, s, v) for s, v in curves])
             mean = np.nanmean(values, axis=0)
             std = np.nanstd(values, axis=0)
-            ax.plot(steps, mean, label=f"{network} (n={len(curves)})")
-            ax.fill_between(steps, mean - std, mean + std, alpha=0.2)
+            ax.plot(steps, mean, color=colour, label=f"{network} (n={len(curves)})")
+            ax.fill_between(steps, mean - std, mean + std, color=colour, alpha=0.2)
         ax.set_xlabel("environment steps")
         ax.set_ylabel(metric)
         ax.set_title(env)
         ax.grid(alpha=0.3)
-        ax.legend()
+        if many:
+            ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+        else:
+            ax.legend()
         fig.tight_layout()
         path = out / f"{slug(env)}.png"
         fig.savefig(path, dpi=120)
