@@ -7,11 +7,14 @@ product plus an add) inside every reverse step and saves many per-step residuals
 batches of recurrent PPO (B = 1..16) the loop is latency bound, so every op inside it counts.
 Here
 
-* the forward loop computes only the hidden states (exactly the primal loop);
-* everything the reverse pass needs per step is recomputed *vectorised over all T* after the
-  forward loop (the recurrent pre-activations of all steps are one ``[T*B, H] x [H, kH]``
-  matmul), and folded into a few per-step coefficient arrays, because the reverse recurrence
-  is linear in the carried cotangent;
+* the forward loop computes the primal states and also stacks each step's recurrent
+  pre-activations ``h_{t-1} @ w_h`` (``[T, B, kH]``, already computed there; saving them beat
+  recomputing them as one ``[T*B, H] x [H, kH]`` matmul after the loop: forward + backward with
+  the input projection, H = 128, GRU 12 / 5 / 0 % and LSTM 4 / 7 / 5 % faster at B = 1 / 16 /
+  64, docs/benchmarks.md);
+* the gates are recomputed from them *vectorised over all T* (elementwise) and folded into a
+  few per-step coefficient arrays, because the reverse recurrence is linear in the carried
+  cotangent;
 * the reverse loop carries only the state cotangent and does one ``[B, kH] x [kH, H]`` matmul
   and a handful of elementwise ops per step;
 * the recurrent-kernel gradient is one matmul over all T outside the loop, the bias gradients
@@ -30,7 +33,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from stoixlite.networks.dense import matmul, outer_sum
+from stoixlite.networks.dense import outer_sum
 
 Array = jax.Array
 
@@ -50,13 +53,23 @@ def _shift_prev(init: Array, seq: Array, start: Array) -> Array:
 # --------------------------------------------------------------------------------------------
 
 
-def _gru_forward(xp: Array, start: Array, h_init: Array, w_h: Array, b_hn: Array, unroll: int):
+def _gru_forward(
+    xp: Array,
+    start: Array,
+    h_init: Array,
+    w_h: Array,
+    b_hn: Array,
+    unroll: int,
+    keep_recurrent: bool = False,
+):
+    """Hidden states ``hs [T, B, H]``; with ``keep_recurrent`` also ``hh [T, B, 3H]``, every
+    step's recurrent pre-activations ``h_{t-1} @ w_h`` (saved for the reverse pass)."""
     H = h_init.shape[-1]
     # Per-gate input sequences: XLA:CPU vectorises the loop-body fusions far better when they do
     # not read several slices of one operand (measured ~2x faster at B = 16).
     xr, xz, xn = xp[..., :H], xp[..., H : 2 * H], xp[..., 2 * H :]
 
-    def step(h: Array, inp: tuple[Array, Array, Array, Array]) -> tuple[Array, Array]:
+    def step(h: Array, inp: tuple[Array, Array, Array, Array]):
         ar, az, an, st = inp
         h = jnp.where(st[:, None], 0.0, h)
         hh = h @ w_h
@@ -64,10 +77,10 @@ def _gru_forward(xp: Array, start: Array, h_init: Array, w_h: Array, b_hn: Array
         z = jax.nn.sigmoid(az + hh[:, H : 2 * H])
         n = jnp.tanh(an + r * (hh[:, 2 * H :] + b_hn))
         h = n + z * (h - n)
-        return h, h
+        return h, ((h, hh) if keep_recurrent else h)
 
-    _, hs = jax.lax.scan(step, h_init, (xr, xz, xn, start), unroll=unroll)
-    return hs
+    _, out = jax.lax.scan(step, h_init, (xr, xz, xn, start), unroll=unroll)
+    return out
 
 
 def gru_sequence(
@@ -81,16 +94,15 @@ def gru_sequence(
 
 
 def _gru_seq_fwd(unroll, xp, start, h_init, w_h, b_hn):
-    hs = _gru_forward(xp, start, h_init, w_h, b_hn, unroll)
-    return hs, (xp, start, h_init, w_h, b_hn, hs)
+    hs, hh = _gru_forward(xp, start, h_init, w_h, b_hn, unroll, keep_recurrent=True)
+    return hs, (xp, start, h_init, w_h, b_hn, hs, hh)
 
 
 def _gru_seq_bwd(unroll, res, dhs):
-    xp, start, h_init, w_h, b_hn, hs = res
+    xp, start, h_init, w_h, b_hn, hs, hh = res
     H = h_init.shape[-1]
-    # Recompute all gates at once.
+    # Recompute all gates at once from the saved recurrent pre-activations.
     hp = _shift_prev(h_init, hs, start)  # [T, B, H] reset previous states
-    hh = matmul(hp, w_h)
     rz = jax.nn.sigmoid(xp[..., : 2 * H] + hh[..., : 2 * H])
     r, z = rz[..., :H], rz[..., H:]
     hn = hh[..., 2 * H :] + b_hn
@@ -138,7 +150,17 @@ _gru_seq.defvjp(_gru_seq_fwd, _gru_seq_bwd)
 # --------------------------------------------------------------------------------------------
 
 
-def _lstm_forward(xp: Array, start: Array, c_init: Array, h_init: Array, w_h: Array, unroll: int):
+def _lstm_forward(
+    xp: Array,
+    start: Array,
+    c_init: Array,
+    h_init: Array,
+    w_h: Array,
+    unroll: int,
+    keep_recurrent: bool = False,
+):
+    """``(cs, hs)``, each ``[T, B, H]``; with ``keep_recurrent`` also ``hh [T, B, 4H]``, every
+    step's recurrent pre-activations ``h_{t-1} @ w_h`` (saved for the reverse pass)."""
     H = h_init.shape[-1]
     xs = tuple(xp[..., j * H : (j + 1) * H] for j in range(4))  # per-gate, see _gru_forward
 
@@ -155,10 +177,10 @@ def _lstm_forward(xp: Array, start: Array, c_init: Array, h_init: Array, w_h: Ar
         o = jax.nn.sigmoid(xo + hh[:, 3 * H :])
         c = f * c + i * g
         h = o * jnp.tanh(c)
-        return (c, h), (c, h)
+        return (c, h), ((c, h, hh) if keep_recurrent else (c, h))
 
-    (_, _), (cs, hs) = jax.lax.scan(step, (c_init, h_init), (*xs, start), unroll=unroll)
-    return cs, hs
+    _, out = jax.lax.scan(step, (c_init, h_init), (*xs, start), unroll=unroll)
+    return out
 
 
 def lstm_sequence(
@@ -182,17 +204,17 @@ def _lstm_primal(unroll, xp, start, c_init, h_init, w_h):
 
 
 def _lstm_seq_fwd(unroll, xp, start, c_init, h_init, w_h):
-    cs, hs = _lstm_forward(xp, start, c_init, h_init, w_h, unroll)
-    return (cs[-1], hs), (xp, start, c_init, h_init, w_h, cs, hs)
+    cs, hs, hh = _lstm_forward(xp, start, c_init, h_init, w_h, unroll, keep_recurrent=True)
+    return (cs[-1], hs), (xp, start, c_init, h_init, w_h, cs, hs, hh)
 
 
 def _lstm_seq_bwd(unroll, res, cot):
     dc_T, dhs = cot
-    xp, start, c_init, h_init, w_h, cs, hs = res
+    xp, start, c_init, h_init, w_h, cs, hs, hh = res
     H = h_init.shape[-1]
     cp = _shift_prev(c_init, cs, start)
     hp = _shift_prev(h_init, hs, start)
-    gates = xp + matmul(hp, w_h)
+    gates = xp + hh
     s = jax.nn.sigmoid(gates)
     si, sf, so = s[..., :H], s[..., H : 2 * H], s[..., 3 * H :]
     tg = jnp.tanh(gates[..., 2 * H : 3 * H])
