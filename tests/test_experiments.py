@@ -8,6 +8,7 @@ All runs share one tiny config, so the host loop's program cache compiles it onc
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from omegaconf import OmegaConf
 from wandb_reader import read_run
 
 from stoixlite.run.build import build_run
+from stoixlite.run.config import ConfigError
 from stoixlite.run.loop import train
 from stoixlite.run.resume import resume_config
 from stoixlite.run.signals import TrainingInterrupted
@@ -268,3 +270,26 @@ def test_multi_seed_init_is_one_program_per_seed_and_matches_eager():
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_resume_refuses_other_chunks_and_extends_with_the_same_chunk_size(tmp_path, uninterrupted):
+    """A checkpoint counts chunks: a resume that changes their size is refused (one line, the
+    key and the fitting arch.num_evaluations); with the chunk size kept it trains on."""
+    _, full_dir, _ = uninterrupted
+    run_dir = tmp_path / "run"
+    shutil.copytree(full_dir, run_dir)
+    saved = (run_dir / "config.yaml").read_text()
+    longer = ["arch.total_timesteps=384"]
+    with pytest.raises(ConfigError) as err:
+        train(resume_config(compose_config(RUN + longer), run_dir, longer), run_dir, resume=True)
+    message = str(err.value)
+    assert len(message.splitlines()) == 1
+    assert "arch.total_timesteps=384 (saved: 192)" in message
+    assert "arch.num_evaluations=6" in message
+    assert (run_dir / "config.yaml").read_text() == saved  # nothing written
+
+    extend = longer + ["arch.num_evaluations=6"]
+    train(resume_config(compose_config(RUN + extend), run_dir, extend), run_dir, resume=True)
+    records = read_jsonl(run_dir / "metrics.jsonl")
+    assert [r["step"] for r in records] == [64, 128, 192, 256, 320, 384]
+    assert stable(records[:3]) == stable(read_jsonl(full_dir / "metrics.jsonl"))

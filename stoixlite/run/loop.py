@@ -42,7 +42,14 @@ from stoixlite.run.divergence import (
     nonfinite_message,
 )
 from stoixlite.run.overrides import held_outputs, run_dir_in_use
-from stoixlite.run.resume import CONFIG_FILE, HostState, checkpoint_tree, restore
+from stoixlite.run.resume import (
+    CONFIG_FILE,
+    HostState,
+    check_resumed_chunks,
+    checkpoint_tree,
+    load_run_config,
+    restore,
+)
 from stoixlite.run.sharding import to_host
 from stoixlite.run.signals import StopRequest, TrainingInterrupted
 from stoixlite.tracking.metrics import summarize
@@ -66,6 +73,8 @@ def train(
     initialize(cfg.distributed if isinstance(cfg, RunConfig) else parse_distributed(cfg))
     cfg = parse(cfg)
     run_dir = Path(run_dir)
+    if resume:  # before anything is written: the saved config.yaml is still the run's own
+        check_resumed_chunks(parse(load_run_config(run_dir / CONFIG_FILE)), cfg)
     # What the run is, not how it was launched: a resumed run may use other processes.
     saved_config = _saved_config(cfg)
     # Looked at before the processes meet, so that no process sees what another one has written

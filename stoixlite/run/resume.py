@@ -11,6 +11,7 @@ the newest intact one.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -82,6 +83,53 @@ def resume_config(composed: DictConfig, run_dir: Path, overrides: list[str]) -> 
         OmegaConf.update(cfg, key, value, merge=False, force_add=True)
     cfg.resume = str(run_dir)
     return cfg
+
+
+def check_resumed_chunks(saved: RunConfig, resumed: RunConfig) -> None:
+    """One-line :class:`ConfigError` unless ``resumed`` keeps ``saved``'s chunk size.
+
+    A checkpoint counts chunks (``HostState.chunk``) of ``updates_per_chunk`` updates of
+    ``num_envs x rollout_length`` steps; a resume whose overrides change either would read that
+    count in other units (train nothing although the budget grew, or log steps twice). The
+    number of chunks may change: ``arch.total_timesteps`` with ``arch.num_evaluations`` scaled
+    alike extends a run (or shortens it), and the learning-rate schedule is then the new
+    budget's (annealed to 0 at its end).
+    """
+    old, new = saved.ppo, resumed.ppo
+    if (saved.steps_per_update, old.updates_per_chunk) == (
+        resumed.steps_per_update,
+        new.updates_per_chunk,
+    ):
+        return
+    keys = ("arch.total_timesteps", "arch.num_evaluations", "arch.num_envs")
+    keys += ("system.rollout_length",)
+    changed = [k for k in keys if _select(saved, k) != _select(resumed, k)]
+
+    def chunks(cfg: RunConfig) -> str:
+        ppo = cfg.ppo
+        return (
+            f"{cfg.arch.num_evaluations} chunks x {ppo.updates_per_chunk} updates x "
+            f"{cfg.steps_per_update} steps"
+        )
+
+    hint = "start a new run instead"
+    evaluations = resumed.arch.total_timesteps // resumed.steps_per_update // old.updates_per_chunk
+    if saved.steps_per_update == resumed.steps_per_update and evaluations >= 1:
+        arch = dataclasses.replace(resumed.arch, num_evaluations=evaluations)
+        if dataclasses.replace(resumed, arch=arch).ppo.updates_per_chunk == old.updates_per_chunk:
+            hint = f"keep the chunk size with arch.num_evaluations={evaluations}, or {hint}"
+    given = ", ".join(f"{k}={_select(resumed, k)} (saved: {_select(saved, k)})" for k in changed)
+    raise ConfigError(
+        [
+            f"{given or 'the resumed config'} changes the chunks of the resumed run "
+            f"({chunks(saved)} -> {chunks(resumed)}), which its checkpoints count: {hint}"
+        ]
+    )
+
+
+def _select(cfg: RunConfig, key: str) -> Any:
+    group, name = key.split(".")
+    return getattr(getattr(cfg, group), name)
 
 
 def load_run_config(path: Path) -> DictConfig:
