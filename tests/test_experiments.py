@@ -272,7 +272,9 @@ def test_multi_seed_init_is_one_program_per_seed_and_matches_eager():
     assert proc.returncode == 0, proc.stderr[-2000:]
 
 
-def test_resume_refuses_other_chunks_and_extends_with_the_same_chunk_size(tmp_path, uninterrupted):
+def test_resume_refuses_other_chunks_and_extends_with_the_same_chunk_size(
+    tmp_path, uninterrupted, capsys
+):
     """A checkpoint counts chunks: a resume that changes their size is refused (one line, the
     key and the fitting arch.num_evaluations); with the chunk size kept it trains on."""
     _, full_dir, _ = uninterrupted
@@ -293,3 +295,10 @@ def test_resume_refuses_other_chunks_and_extends_with_the_same_chunk_size(tmp_pa
     records = read_jsonl(run_dir / "metrics.jsonl")
     assert [r["step"] for r in records] == [64, 128, 192, 256, 320, 384]
     assert stable(records[:3]) == stable(read_jsonl(full_dir / "metrics.jsonl"))
+
+    capsys.readouterr()
+    train(resume_config(compose_config(RUN + extend), run_dir, []), run_dir, resume=True)
+    assert "has trained all 6 chunks of arch.total_timesteps=384: nothing to train" in (
+        capsys.readouterr().out
+    )
+    assert read_jsonl(run_dir / "metrics.jsonl") == records

@@ -104,6 +104,7 @@ def train(
     # A run that stopped early at arch.target_return is finished: resuming it trains no further
     # unless the resumed config's target is no longer reached (e.g. arch.target_return=null).
     done = resume and target_reached(host.last_eval_return, cfg.arch.target_return)
+    finished = resume and host.chunk >= num_chunks  # every chunk of the budget already trained
     if primary:
         (run_dir / CONFIG_FILE).write_text(saved_config)
         if cfg.budget_note():
@@ -114,9 +115,15 @@ def train(
                 f"{host.last_eval_return:.4f} after chunk {host.chunk}): nothing to train "
                 "(resume with arch.target_return=null to train on)"
             )
+        elif finished:
+            print(
+                f"{run_dir} has trained all {num_chunks} chunks of arch.total_timesteps="
+                f"{cfg.arch.total_timesteps}: nothing to train (to extend it, raise "
+                "arch.total_timesteps and arch.num_evaluations alike)"
+            )
 
     start = time.perf_counter()
-    learn = run.compile_programs(state, key) if not done else None
+    learn = run.compile_programs(state, key) if not (done or finished) else None
     compile_s = time.perf_counter() - start
     collapse = CollapseWatch(cfg.system.lr)
     ok = False
