@@ -367,11 +367,17 @@ class RunConfig:
         (the run then trains :attr:`total_steps`), else ``None``."""
         if self.total_steps == self.arch.total_timesteps:
             return None
-        ppo = self.ppo
         return (
             f"arch.total_timesteps={self.arch.total_timesteps} runs {self.total_steps} steps: "
-            f"{self.arch.num_evaluations} chunks x {ppo.updates_per_chunk} updates x "
-            f"{self.steps_per_update} steps (arch.num_envs x system.rollout_length)"
+            f"{self.chunking} (arch.num_envs x system.rollout_length)"
+        )
+
+    @property
+    def chunking(self) -> str:
+        """``"<chunks> chunks x <updates per chunk> updates x <steps per update> steps"``."""
+        return (
+            f"{self.arch.num_evaluations} chunks x {self.ppo.updates_per_chunk} updates x "
+            f"{self.steps_per_update} steps"
         )
 
     @property

@@ -95,34 +95,30 @@ def check_resumed_chunks(saved: RunConfig, resumed: RunConfig) -> None:
     alike extends a run (or shortens it), and the learning-rate schedule is then the new
     budget's (annealed to 0 at its end).
     """
-    old, new = saved.ppo, resumed.ppo
-    if (saved.steps_per_update, old.updates_per_chunk) == (
-        resumed.steps_per_update,
-        new.updates_per_chunk,
-    ):
+    chunk = saved.ppo.updates_per_chunk
+    if (saved.steps_per_update, chunk) == (resumed.steps_per_update, resumed.ppo.updates_per_chunk):
         return
-    keys = ("arch.total_timesteps", "arch.num_evaluations", "arch.num_envs")
-    keys += ("system.rollout_length",)
-    changed = [k for k in keys if _select(saved, k) != _select(resumed, k)]
-
-    def chunks(cfg: RunConfig) -> str:
-        ppo = cfg.ppo
-        return (
-            f"{cfg.arch.num_evaluations} chunks x {ppo.updates_per_chunk} updates x "
-            f"{cfg.steps_per_update} steps"
-        )
-
     hint = "start a new run instead"
-    evaluations = resumed.arch.total_timesteps // resumed.steps_per_update // old.updates_per_chunk
+    evaluations = resumed.arch.total_timesteps // resumed.steps_per_update // chunk
     if saved.steps_per_update == resumed.steps_per_update and evaluations >= 1:
         arch = dataclasses.replace(resumed.arch, num_evaluations=evaluations)
-        if dataclasses.replace(resumed, arch=arch).ppo.updates_per_chunk == old.updates_per_chunk:
+        if dataclasses.replace(resumed, arch=arch).ppo.updates_per_chunk == chunk:
             hint = f"keep the chunk size with arch.num_evaluations={evaluations}, or {hint}"
-    given = ", ".join(f"{k}={_select(resumed, k)} (saved: {_select(saved, k)})" for k in changed)
+    keys = (
+        "arch.total_timesteps",
+        "arch.num_evaluations",
+        "arch.num_envs",
+        "system.rollout_length",
+    )
+    given = ", ".join(
+        f"{key}={_select(resumed, key)} (saved: {_select(saved, key)})"
+        for key in keys
+        if _select(saved, key) != _select(resumed, key)
+    )
     raise ConfigError(
         [
             f"{given or 'the resumed config'} changes the chunks of the resumed run "
-            f"({chunks(saved)} -> {chunks(resumed)}), which its checkpoints count: {hint}"
+            f"({saved.chunking} -> {resumed.chunking}), which its checkpoints count: {hint}"
         ]
     )
 
