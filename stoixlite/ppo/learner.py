@@ -22,7 +22,7 @@ import optax
 from stoixlite.envs.types import Environment
 from stoixlite.ppo.gae import gae_advantages
 from stoixlite.ppo.loss import SequenceBatch, ppo_loss
-from stoixlite.ppo.rollout import ApplyFn, bootstrap_values, rollout, rollout_keeping
+from stoixlite.ppo.rollout import ApplyFn, next_values, rollout, rollout_keeping
 from stoixlite.ppo.types import LearnerState, PPOConfig, Transition
 
 
@@ -254,7 +254,7 @@ def make_update_phases(
             state, traj, carries_after = rollout(
                 apply_fn, env, state, cfg.rollout_length, rollout_unroll
             )
-            next_value = bootstrap_values(apply_fn, state.params, traj, carries_after)
+            next_value = next_values(apply_fn, state.params, traj, carries_after)
             stored = jax.tree.map(  # the carry before every step
                 lambda c0, c: jnp.concatenate([c0[None], c[:-1]], axis=0),
                 initial_carry,

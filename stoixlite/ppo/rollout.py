@@ -94,6 +94,24 @@ def rollout(
     return state, traj, carries_after
 
 
+def needs_bootstrap(traj: Transition) -> jax.Array:
+    """``[T, N]`` bool: the steps whose next value the rollout did not compute.
+
+    GAE needs V(true next observation) at every step (:mod:`stoixlite.ppo.gae`). Inside an
+    episode that is the rollout's own ``value[t+1]`` (the same observation, consumed from the same
+    carry without a reset); after a termination it is multiplied by ``discount = 0``. Only a
+    *truncation* (LAST with ``discount != 0``: the true final observation, which the rollout never
+    fed to the network) and the rollout's last step need one more network call.
+    """
+    truncated = traj.last & (traj.discount != 0)
+    return truncated.at[-1].set(True)
+
+
+def _shifted_values(traj: Transition, last_row: jax.Array) -> jax.Array:
+    """``[T, N]``: the rollout's ``value[t+1]``, and ``last_row`` for the rollout's last step."""
+    return jnp.concatenate([traj.value[1:], last_row[None]], axis=0)
+
+
 def rollout_keeping(
     apply_fn: ApplyFn,
     env: Environment,
@@ -108,9 +126,11 @@ def rollout_keeping(
     For a memory whose carry is large (an attention cache: ``2 M H`` floats per layer and env)
     the ``[T, N, ...]`` carries of :func:`rollout` dominate the update's memory and time. Here
     the loop writes the carry before step t into a ``[len(keep) + 1, N, ...]`` buffer (slot
-    ``keep.index(t)``, or a spare slot that is dropped) and evaluates V(true next observation)
-    from the carry after step t with one more T=1 call, the value :func:`bootstrap_values`
-    computes batched.
+    ``keep.index(t)``, or a spare slot that is dropped) and, on the steps where some env needs it
+    (:func:`needs_bootstrap`: a truncation, or the last step), evaluates V(true next observation)
+    from the carry after step t with one more T=1 call (a ``lax.cond``: skipped on the other
+    steps); everywhere else the next value is the rollout's ``value[t+1]``. Equal to
+    :func:`bootstrap_values` up to float rounding.
 
     Returns ``(state, traj, kept, next_value)``: ``kept`` leaves ``[len(keep), N, ...]`` in the
     order of ``keep``; ``next_value [T, N]``.
@@ -119,24 +139,71 @@ def rollout_keeping(
     for i, t in enumerate(keep):
         slots[t] = i
     policy_step = _policy_step(apply_fn, env)
+    final = jnp.arange(length) == length - 1
 
-    def step(carry: tuple, slot: jax.Array) -> tuple[tuple, tuple[Transition, jax.Array]]:
-        loop, buffer = carry
+    def step(carry: tuple, xs: tuple[jax.Array, jax.Array]) -> tuple[tuple, tuple]:
+        (loop, buffer), (slot, is_final) = carry, xs
         buffer = jax.tree.map(
             lambda b, c: jax.lax.dynamic_update_index_in_dim(b, c, slot, 0), buffer, loop[3]
         )
         loop, transition = policy_step(loop)
         no_start = jnp.zeros((1, transition.reward.shape[0]), dtype=bool)
-        _, (_, value) = apply_fn(loop[0], loop[3], transition.next_obs[None], no_start)
-        return (loop, buffer), (transition, value[0])
+
+        def value_of_next() -> jax.Array:
+            _, (_, value) = apply_fn(loop[0], loop[3], transition.next_obs[None], no_start)
+            return value[0]
+
+        needed = is_final | jnp.any(transition.last & (transition.discount != 0))
+        value = jax.lax.cond(needed, value_of_next, lambda: jnp.zeros_like(transition.value))
+        return (loop, buffer), (transition, value)
 
     buffer = jax.tree.map(lambda c: jnp.zeros((len(keep) + 1,) + c.shape, c.dtype), state.carry)
     init = ((state.params, state.env_state, state.timestep, state.carry, state.key), buffer)
-    ((_, env_state, timestep, mem, key), buffer), (traj, next_value) = jax.lax.scan(
-        step, init, jnp.asarray(slots, jnp.int32), unroll=unroll
+    xs = (jnp.asarray(slots, jnp.int32), final)
+    ((_, env_state, timestep, mem, key), buffer), (traj, called) = jax.lax.scan(
+        step, init, xs, unroll=unroll
     )
     state = state.replace(env_state=env_state, timestep=timestep, carry=mem, key=key)
+    next_value = jnp.where(needs_bootstrap(traj), called, _shifted_values(traj, called[-1]))
     return state, traj, jax.tree.map(lambda b: b[: len(keep)], buffer), next_value
+
+
+def next_values(apply_fn: ApplyFn, params: Any, traj: Transition, carries_after: Any) -> jax.Array:
+    """V(true next observation) ``[T, N]``, calling the network only where it is needed.
+
+    The rollout's ``value[t+1]`` everywhere but at :func:`needs_bootstrap`'s steps; those are
+    evaluated in one T=1 call over ``2 N`` rows: every env's last step and its truncation inside
+    the rollout, if any. When some env truncated more than once in the rollout (time limits
+    shorter than half the rollout) the whole :func:`bootstrap_values` runs instead (a
+    ``lax.cond``), so the result is always the same, up to float rounding, as
+    :func:`bootstrap_values`, which evaluates all ``T x N`` steps (the rollout computed all
+    but ``N`` of them already).
+
+    The row choice is per env along time (``take_along_axis``), so when the env axis is split
+    over devices each device evaluates its own envs' rows.
+    """
+    t, n = traj.reward.shape
+    inner = (traj.last & (traj.discount != 0))[:-1]  # truncations before the last step
+    count = jnp.sum(inner, axis=0)
+    rows = jnp.stack([jnp.argmax(inner, axis=0), jnp.full((n,), t - 1)], axis=1)  # [N, 2]
+
+    def pick(x: jax.Array) -> jax.Array:  # [T, N, ...] -> [N * 2, ...], env-major
+        index = rows.T.reshape((2, n) + (1,) * (x.ndim - 2))
+        picked = jnp.take_along_axis(x, index, axis=0)  # [2, N, ...]
+        return jnp.swapaxes(picked, 0, 1).reshape((2 * n,) + x.shape[2:])
+
+    def sparse() -> jax.Array:
+        carry = jax.tree.map(pick, carries_after)
+        obs = pick(traj.next_obs)[None]
+        _, (_, value) = apply_fn(params, carry, obs, jnp.zeros((1, 2 * n), dtype=bool))
+        truncation_value, last_value = value[0].reshape(n, 2).T
+        at_truncation = (jnp.arange(t)[:, None] == rows[:, 0]) & (count > 0)
+        return jnp.where(at_truncation, truncation_value, _shifted_values(traj, last_value))
+
+    def dense() -> jax.Array:
+        return bootstrap_values(apply_fn, params, traj, carries_after)
+
+    return jax.lax.cond(jnp.any(count > 1), dense, sparse)
 
 
 def bootstrap_values(
