@@ -72,13 +72,13 @@ def _interrupted_line(run_dir: Path) -> str:
     return f"interrupted before the first checkpoint: nothing to resume in {run_dir}"
 
 
-def _job_failed(run_dir: Path, message: str) -> float:
-    """Record a failed multirun job and let the sweep continue."""
+def _job_failed(run_dir: Path, message: str, summary: str | None = None) -> float:
+    """Record a failed multirun job and let the sweep continue; the log line is ``summary``
+    (default: the message's last line)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "error.txt").write_text(message)
-    log.error(
-        "job failed (details in %s): %s", run_dir / "error.txt", message.strip().splitlines()[-1]
-    )
+    summary = summary or message.strip().splitlines()[-1]
+    log.error("job failed (details in %s): %s", run_dir / "error.txt", summary)
     return math.nan
 
 
@@ -102,6 +102,8 @@ def main(cfg: DictConfig) -> float:
     run_dir = Path(hydra_cfg.runtime.output_dir)
     try:
         resume = OmegaConf.select(cfg, "resume", default=None)
+        if resume is not None and not str(resume).strip():
+            raise ConfigError(["resume='' is invalid: give a run directory (resume=<run dir>)"])
         if resume:
             run_dir = Path(str(resume)).expanduser().resolve()
             cfg = resume_config(cfg, run_dir, list(hydra_cfg.overrides.task))
@@ -136,10 +138,25 @@ def main(cfg: DictConfig) -> float:
     except KeyboardInterrupt:
         print(_interrupted_line(run_dir), file=sys.stderr)
         sys.exit(130)
-    except Exception:
+    except Exception as err:
         if not multirun:
             raise
-        return _job_failed(run_dir, traceback.format_exc())
+        # the exception's own first line, not what a library appended to the traceback
+        only = "".join(traceback.format_exception_only(type(err), err)).strip().splitlines()
+        return _job_failed(run_dir, traceback.format_exc(), only[0] if only else None)
+
+
+def _output_dir_error(argv: list[str]) -> str | None:
+    """One line when ``hydra.run.dir`` or ``hydra.sweep.dir`` names a directory that cannot be
+    created (Hydra would fail with a traceback before the run starts)."""
+    for arg in argv:
+        key, _, value = arg.partition("=")
+        if key in ("hydra.run.dir", "hydra.sweep.dir") and value and "${" not in value:
+            try:
+                Path(value).expanduser().mkdir(parents=True, exist_ok=True)
+            except OSError as err:
+                return f"{key}={value} is invalid: cannot create it ({err.strerror or err})"
+    return None
 
 
 def cli(argv: list[str] | None = None) -> None:
@@ -148,7 +165,7 @@ def cli(argv: list[str] | None = None) -> None:
     from stoixlite.run.overrides import override_error
 
     argv = sys.argv[1:] if argv is None else argv
-    error = override_error(argv, CONFIG_DIR)
+    error = override_error(argv, CONFIG_DIR) or _output_dir_error(argv)
     if error is not None:
         print(f"config error: {error}", file=sys.stderr)
         sys.exit(2)

@@ -297,8 +297,11 @@ def test_resume_refuses_other_chunks_and_extends_with_the_same_chunk_size(
     assert stable(records[:3]) == stable(read_jsonl(full_dir / "metrics.jsonl"))
 
     capsys.readouterr()
-    train(resume_config(compose_config(RUN + extend), run_dir, []), run_dir, resume=True)
+    extended = (run_dir / "config.yaml").read_text()
+    other = ["system.gamma=0.5"]  # a resume that trains nothing writes nothing, not even config
+    train(resume_config(compose_config(RUN + extend + other), run_dir, other), run_dir, True)
     assert "has trained all 6 chunks of arch.total_timesteps=384: nothing to train" in (
         capsys.readouterr().out
     )
     assert read_jsonl(run_dir / "metrics.jsonl") == records
+    assert (run_dir / "config.yaml").read_text() == extended

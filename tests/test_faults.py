@@ -170,8 +170,10 @@ def test_rollback_restores_and_halves_the_learning_rate(tmp_path, monkeypatch, c
 def test_rollbacks_are_limited(tmp_path, monkeypatch):
     poison_params(monkeypatch, after_update=2)  # every lr diverges
     cfg = compose_config(RUN + ["arch.on_nonfinite=rollback", "arch.max_rollbacks=1"])
-    with pytest.raises(NonFiniteError, match="non-finite parameters in chunk 2"):
+    with pytest.raises(NonFiniteError, match="non-finite parameters in chunk 2") as err:
         loop.train(cfg, tmp_path)
+    assert "after 1 rollback(s) (arch.max_rollbacks=1)" in str(err.value)
+    assert "set arch.on_nonfinite=rollback" not in str(err.value)  # it is set
     assert [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl")] == [64]
     assert OmegaConf.load(tmp_path / "config.yaml").system.lr == cfg.system.lr / 2
 

@@ -1,5 +1,6 @@
 """Impossible memory-model settings fail validation with one line naming the key, before
-anything compiles (each model's ``config_errors``, reported by ``stoixlite.run.config.parse``)."""
+anything compiles (each model's ``config_errors`` and the generic ranges of memory keys,
+reported by ``stoixlite.run.config.parse``); so do sizes and seeds beyond int32."""
 
 from __future__ import annotations
 
@@ -28,6 +29,36 @@ from stoixlite.run.config import ConfigError, parse
         (["network=mamba", "network.dt_rank=0"], "network.dt_rank", "positive"),
         (["network=framestack", "network.frames=0"], "network.frames", "[1, 64]"),
         (["network=framestack", "network.frames=100"], "network.frames", "transformer"),
+        # generic ranges (stoixlite/run/config.py _MEMORY_RULES, _MEMORY_RANGES)
+        (["network=ffm", "network.trace_size=0"], "network.trace_size", "positive"),
+        (["network=ffm", "network.context_size=-1"], "network.context_size", "positive"),
+        (["network=ffm", "network.min_period=2000"], "network.min_period", "max_period=1024"),
+        (["network=ffm", "network.max_period=nan"], "network.max_period", "finite"),
+        (["network=ffm", "network.max_period=inf"], "network.max_period", "finite"),
+        (["network=ffm", "network.min_period=-1"], "network.min_period", "(0.0, inf]"),
+        (["network=memoroid", "network.num_layers=0"], "network.num_layers", "positive"),
+        (["network=mingru", "network.num_layers=-1"], "network.num_layers", "positive"),
+        (["network=deltanet", "network.num_layers=0"], "network.num_layers", "positive"),
+        (["network=lru", "network.r_min=0.99", "network.r_max=0.5"], "network.r_min", "r_max"),
+        (["network=lru", "network.r_max=1.5"], "network.r_max", "(0, 1)"),
+        (["network=lru", "network.r_min=-0.5"], "network.r_min", "[0, 1)"),
+        (["network=lru", "network.r_min=nan"], "network.r_min", "[0, 1)"),
+        (["network=lru", "network.state_size=0"], "network.state_size", "positive"),
+        (["network=s5", "network.state_size=-4"], "network.state_size", "positive"),
+        (["network=s5", "network.dt_min=0.5", "network.dt_max=0.1"], "network.dt_min", "dt_max"),
+        (["network=s5", "network.dt_min=-0.1"], "network.dt_min", "(0.0, inf]"),
+        (["network=mamba", "network.dt_min=0"], "network.dt_min", "(0.0, inf]"),
+        (["network=mamba", "network.dt_max=inf"], "network.dt_max", "finite"),
+        (["network=positional_mlp", "network.max_period=0"], "network.max_period", "finite"),
+        (["network=gru", "network.chrono_period=0.5"], "network.chrono_period", "> 1"),
+        (["network=lstm", "network.chrono_period=-3"], "network.chrono_period", "0 (off)"),
+        (["network=linear_attention", "+network.eps=0"], "network.eps", "(0.0, inf]"),
+        (["network=gru", "network.hidden_size=1e100"], "network.hidden_size", "2147483647"),
+        (["network=mlstm", "network.chunk_size=1e12"], "network.chunk_size", "2147483647"),
+        (["arch.seed=1e100"], "arch.seed", "[0, 2147483647]"),
+        (["arch.num_seeds=1e100"], "arch.num_seeds", "2147483647"),
+        (["arch.num_eval_envs=1e100"], "arch.num_eval_envs", "2147483647"),
+        (["arch.total_timesteps=1e100"], "arch.total_timesteps", "2147483647"),
     ],
 )
 def test_impossible_settings_raise_one_line(overrides, key, hint):

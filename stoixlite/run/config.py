@@ -29,6 +29,7 @@ import difflib
 import functools
 import inspect
 import math
+import re
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
@@ -85,10 +86,24 @@ def number_in(low: float, high: float, low_open: bool = False) -> Rule:
     )
 
 
-POSITIVE_INT = Rule("must be a positive integer", lambda v: v > 0)
-NON_NEGATIVE_INT = Rule("must be an integer >= 0", lambda v: v >= 0)
+# Sizes, counts and seeds become int32 array dimensions, loop bounds or PRNG seeds: larger
+# integers overflow there (or build absurd arrays) instead of failing here.
+INT_LIMIT = 2**31 - 1
+POSITIVE_INT = Rule(f"must be a positive integer <= {INT_LIMIT}", lambda v: 0 < v <= INT_LIMIT)
+NON_NEGATIVE_INT = Rule(f"must be an integer in [0, {INT_LIMIT}]", lambda v: 0 <= v <= INT_LIMIT)
+SEED = Rule(f"must be an integer in [0, {INT_LIMIT}]", lambda v: 0 <= v <= INT_LIMIT)
 POSITIVE = number_in(0.0, math.inf, low_open=True)
-NON_NEGATIVE = number_in(0.0, math.inf)
+HOST_PORT = Rule(
+    "must be host:port (a port number in [1, 65535]) or null",
+    lambda v: (
+        (m := re.fullmatch(r"(\[[0-9a-fA-F:.]+\]|[^\s:\[\]]+):(\d+)", v)) is not None
+        and 1 <= int(m.group(2)) <= 65535
+    ),
+)
+CHRONO = Rule(
+    "must be 0 (off) or a finite number > 1 (the longest initial retention, in steps)",
+    lambda v: v == 0 or (math.isfinite(v) and v > 1),
+)
 # Upper bounds of the PPO hyperparameters: beyond them a setting is absurd (an Adam step above 1,
 # a loss weight of 1e9), not merely unusual; every bound is far beyond what any PPO setting uses.
 MAX_LR = 1.0
@@ -146,7 +161,7 @@ def _scan_strategies() -> list[str]:
 class ArchConfig:
     """Budget, seeds and evaluation (``configs/arch``)."""
 
-    seed: int
+    seed: int = rule(SEED)
     num_seeds: int = rule(POSITIVE_INT, default=1)  # seeds trained together: seed, seed + 1, ...
     # devices per process the envs are split over (None: all of them)
     num_devices: int | None = rule(POSITIVE_INT, default=None)
@@ -220,12 +235,35 @@ class NetworkConfig:
 
 # Keys of the `network` group read by the actor-critic; every other key is the memory model's.
 ACTOR_CRITIC_KEYS = tuple(f.name for f in dataclasses.fields(NetworkConfig) if f.name != "memory")
-# Memory keys checked beyond their type (every model has a width).
+# Memory keys checked beyond their type, by name, for every model that has them (a model's own
+# ``config_errors`` checks what is particular to it, e.g. the bounds of memory_length, conv_size
+# and frames, and runs once these pass).
 _MEMORY_RULES = {
     "hidden_size": POSITIVE_INT,
+    "num_layers": POSITIVE_INT,
+    "state_size": POSITIVE_INT,  # or null where the model allows it (lru, s5: hidden_size)
+    "trace_size": POSITIVE_INT,
+    "context_size": POSITIVE_INT,
+    "unroll": POSITIVE_INT,
+    "num_heads": POSITIVE_INT,
+    "key_size": POSITIVE_INT,
+    "chunk_size": POSITIVE_INT,
+    "expand": POSITIVE_INT,
+    "ff_size": POSITIVE_INT,
+    "dt_rank": POSITIVE_INT,
+    "eps": POSITIVE,
     "scan": choice(_scan_strategies),
-    "chrono_period": NON_NEGATIVE,
+    "chrono_period": CHRONO,
+    "min_period": POSITIVE,
+    "max_period": POSITIVE,
+    "dt_min": POSITIVE,
+    "dt_max": POSITIVE,
+    "r_min": Rule("must be a finite number in [0, 1)", lambda v: 0 <= v < 1),
+    "r_max": Rule("must be a finite number in (0, 1)", lambda v: 0 < v < 1),
+    "max_phase": POSITIVE,
 }
+# Ranges given by two memory keys: the first must not exceed the second.
+_MEMORY_RANGES = (("min_period", "max_period"), ("dt_min", "dt_max"), ("r_min", "r_max"))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -300,7 +338,7 @@ class DistributedConfig:
     ``None`` fields come from the cluster (SLURM, Open MPI, ``JAX_COORDINATOR_ADDRESS``)."""
 
     enabled: bool = False
-    coordinator_address: str | None = None  # host:port of process 0
+    coordinator_address: str | None = rule(HOST_PORT, default=None)  # host:port of process 0
     num_processes: int | None = rule(POSITIVE_INT, default=None)
     process_id: int | None = rule(NON_NEGATIVE_INT, default=None)
     timeout_s: int = rule(POSITIVE_INT, default=300)  # for every process to join
@@ -425,16 +463,24 @@ def _unknown(errors: _Errors, prefix: str, key: str, value: Any, valid: Sequence
     errors.add(f"{prefix}{key}", value, unknown_key_hint(prefix, key, valid))
 
 
+_TYPE_NOUNS = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+def _type_noun(tp: Any) -> str:
+    """``tp`` in words: ``str | None`` -> "a string or null", ``tuple[str, ...]`` -> "a list of
+    strings"."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        words = [_type_noun(a) for a in args if a is not type(None)]
+        return " or ".join(words + (["null"] if type(None) in args else []))
+    if origin is tuple:
+        inner = {str: "strings", int: "integers", float: "numbers"}.get(args[0], "values")
+        return f"a list of {inner}"
+    return _TYPE_NOUNS.get(tp, getattr(tp, "__name__", str(tp)))
+
+
 def _type_words(tp: Any) -> str:
-    if tp is bool:
-        return "must be true or false"
-    if tp is int:
-        return "must be an integer"
-    if tp is float:
-        return "must be a number"
-    if tp is str:
-        return "must be a string"
-    return f"must be {getattr(tp, '__name__', tp)}"
+    return f"must be {_type_noun(tp)}"
 
 
 def _convert(tp: Any, value: Any) -> tuple[bool, Any]:
@@ -539,6 +585,13 @@ def _memory_section(errors: _Errors, name: str, given: Mapping[str, Any]) -> dic
             errors, f"network.{key}", hints.get(key, Any), value, _MEMORY_RULES.get(key)
         )
     if len(errors) == before:
+        defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+        for low, high in _MEMORY_RANGES:
+            if low in accepted and high in accepted:
+                lo, hi = out.get(low, defaults[low]), out.get(high, defaults[high])
+                if lo > hi:
+                    errors.add(f"network.{low}", lo, f"must be <= network.{high}={hi!r}")
+    if len(errors) == before:
         for key, value, allowed in memory_config_errors(name, out):
             errors.add(f"network.{key}", value, allowed)
     return out
@@ -582,7 +635,16 @@ def _check_env(errors: _Errors, env: EnvConfig) -> EnvConfig:
             _unknown(errors, "env.kwargs.", str(key), value, list(params))
             continue
         kwargs[key] = _field_value(errors, f"env.kwargs.{key}", params[key], value, None)
-    return dataclasses.replace(env, kwargs=kwargs)
+    env = dataclasses.replace(env, kwargs=kwargs)
+    if kwargs and not errors:  # values the factory itself refuses (building an env is cheap)
+        from stoixlite.envs.registry import make
+
+        try:
+            make(env.name, **env.factory_kwargs)
+        except (ValueError, TypeError) as err:
+            given = " ".join(f"env.kwargs.{k}={v!r}" for k, v in kwargs.items())
+            errors.append(f"{given} is invalid: {env.name} refuses it ({err})")
+    return env
 
 
 def _factory_params(factory: Callable[..., Any]) -> dict[str, Any]:
@@ -646,6 +708,12 @@ def _check_budget(errors: _Errors, run: RunConfig) -> None:
             system.burn_in,
             f"must be 0, or at most system.bptt_length={bptt} with 0 < bptt_length < "
             f"system.rollout_length={rollout} (burn-in precedes BPTT chunks)",
+        )
+    if arch.seed + arch.num_seeds - 1 > INT_LIMIT:
+        errors.add(
+            "arch.num_seeds",
+            arch.num_seeds,
+            f"the seeds arch.seed + k for k < arch.num_seeds must stay <= {INT_LIMIT}",
         )
     if arch.total_timesteps // run.steps_per_update < arch.num_evaluations:
         errors.add(

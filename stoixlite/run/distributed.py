@@ -86,7 +86,7 @@ def initialize(cfg: DistributedConfig) -> None:
                 process_id=cfg.process_id,
                 initialization_timeout=cfg.timeout_s + 60,  # the watchdog answers first
             )
-    except (ValueError, TypeError, RuntimeError) as err:
+    except (ValueError, TypeError, RuntimeError, IndexError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise DistributedError(f"distributed: jax.distributed.initialize failed: {first}") from err
 

@@ -72,18 +72,33 @@ def first_nonfinite(metrics: dict[str, Any], params_finite: Any) -> tuple[str, i
     return first
 
 
-def nonfinite_message(chunk: int, metric: str, update: int, kept: int | None, run_dir: Any) -> str:
-    """One line: where the first non-finite value appeared and what was kept."""
+def nonfinite_message(
+    chunk: int,
+    metric: str,
+    update: int,
+    kept: int | None,
+    run_dir: Any,
+    rollbacks: tuple[int, int] | None = None,
+) -> str:
+    """One line: where the first non-finite value appeared, what was kept and what to try;
+    ``rollbacks = (done, max_rollbacks)`` when ``arch.on_nonfinite=rollback`` is set (then the
+    advice is about the exhausted rollbacks, not about setting it)."""
     what = "parameters" if metric == PARAMS_METRIC else metric
     kept_text = (
         f"checkpoint {kept} (the last good one) stays latest and best in {run_dir}/checkpoints"
         if kept is not None
         else "no checkpoint was saved"
     )
+    advice = "lower system.lr or set arch.on_nonfinite=rollback"
+    if rollbacks is not None:
+        done, limit = rollbacks
+        advice = (
+            f"after {done} rollback(s) (arch.max_rollbacks={limit}); lower system.lr or check "
+            "the network's settings"
+        )
     return (
         f"non-finite {what} in chunk {chunk + 1} (update {update + 1} of the chunk); stopped "
-        f"without logging or saving it: {kept_text}; lower system.lr or set "
-        f"arch.on_nonfinite=rollback"
+        f"without logging or saving it: {kept_text}; {advice}"
     )
 
 

@@ -106,7 +106,8 @@ def train(
     done = resume and target_reached(host.last_eval_return, cfg.arch.target_return)
     finished = resume and host.chunk >= num_chunks  # every chunk of the budget already trained
     if primary:
-        (run_dir / CONFIG_FILE).write_text(saved_config)
+        if not (done or finished):  # a resume that trains nothing leaves the saved config as is
+            (run_dir / CONFIG_FILE).write_text(saved_config)
         if cfg.budget_note():
             print(cfg.budget_note())
         if done:
@@ -141,8 +142,13 @@ def train(
                 if bad is not None:  # discard the chunk: nothing of it is logged or saved
                     ckpt = recorder.checkpointer
                     kept = ckpt.latest_step() if ckpt is not None else None
-                    message = nonfinite_message(chunk, *bad, kept, run_dir)
                     arch = cfg.arch
+                    rollbacks = (
+                        (host.rollbacks, arch.max_rollbacks)
+                        if arch.on_nonfinite == "rollback"
+                        else None
+                    )
+                    message = nonfinite_message(chunk, *bad, kept, run_dir, rollbacks)
                     if arch.on_nonfinite != "rollback" or host.rollbacks >= arch.max_rollbacks:
                         raise NonFiniteError(message)
                     # Rollback: the newest checkpoint (or the initial state), halved lr.
