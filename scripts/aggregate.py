@@ -22,10 +22,10 @@ The table is also printed. Needs only numpy, matplotlib and omegaconf.
 
 from __future__ import annotations
 
-import argparse
 import logging
 import math
 import sys
+import warnings
 from collections import defaultdict
 from pathlib import Path
 
@@ -44,7 +44,21 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # this checkout's stoixlite
 
-from stoixlite.tracking.jsonl import read_jsonl  # noqa: E402
+from stoixlite.cli_args import OneLineArgumentParser, fail, output_dir_error  # noqa: E402
+from stoixlite.tracking.jsonl import read_jsonl as _read_jsonl  # noqa: E402
+
+
+class RunReadError(ValueError):
+    """A run's file cannot be read (one line naming the file)."""
+
+
+def read_jsonl(path: Path) -> list[dict]:
+    """The records of a metrics file; :class:`RunReadError` naming it when it is unreadable."""
+    try:
+        return _read_jsonl(path)
+    except (OSError, ValueError) as err:
+        raise RunReadError(f"{path} is unreadable: {str(err).splitlines()[0]}") from None
+
 
 Curve = tuple[np.ndarray, np.ndarray]  # steps [K], values [K] (NaN where missing)
 
@@ -55,6 +69,19 @@ def curve(records: list[dict], metric: str) -> Curve:
         [math.nan if r.get(metric) is None else r[metric] for r in records], np.float64
     )
     return steps, values
+
+
+def metrics_file(run_dir: Path) -> Path:
+    """The file the curves of a run come from: ``metrics_per_seed.jsonl`` if the run has one
+    (``arch.num_seeds > 1``), else ``metrics.jsonl``."""
+    per_seed = run_dir / "metrics_per_seed.jsonl"
+    return per_seed if per_seed.exists() else run_dir / "metrics.jsonl"
+
+
+def run_metrics(run_dir: Path) -> set[str]:
+    """The metrics a run's curves can show (the keys of its records, but ``step`` and
+    ``seed``)."""
+    return {k for r in read_jsonl(metrics_file(run_dir)) for k in r} - {"step", "seed"}
 
 
 def run_curves(run_dir: Path, metric: str) -> list[Curve]:
@@ -75,11 +102,17 @@ LABELS = ("network", "run")
 def labels(run_dir: Path, label: str = "network") -> tuple[str, str]:
     """``(env[difficulty], variant)``; the variant is the network name, or with
     ``label="run"`` the run directory's name (to compare ablations of one network)."""
-    cfg = OmegaConf.load(run_dir / "config.yaml")
-    env = str(cfg.env.name)
-    if cfg.env.get("difficulty"):
-        env += f"[{cfg.env.difficulty}]"
-    return env, str(cfg.network.name) if label == "network" else run_dir.name
+    path = run_dir / "config.yaml"
+    try:
+        cfg = OmegaConf.load(path)
+        env = str(cfg.env.name)
+        if cfg.env.get("difficulty"):
+            env += f"[{cfg.env.difficulty}]"
+        network = str(cfg.network.name)
+    except Exception as err:  # YAML syntax, binary garbage, no env/network section
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise RunReadError(f"{path} is not a readable run config: {reason}") from None
+    return env, network if label == "network" else run_dir.name
 
 
 def slug(text: str) -> str:
@@ -120,18 +153,22 @@ Groups = dict[tuple[str, str], list[Curve]]
 WallTimes = dict[tuple[str, str], list[float]]
 
 
+def run_dirs(root: Path) -> list[Path]:
+    """Every run below ``root``: a directory with a ``metrics.jsonl`` and a ``config.yaml``."""
+    found = (path.parent for path in sorted(root.rglob("metrics.jsonl")))
+    return [run_dir for run_dir in found if (run_dir / "config.yaml").exists()]
+
+
 def collect(
     root: Path, metric: str, label: str = "network"
 ) -> tuple[Groups, WallTimes, list[Path]]:
     """Per (env, variant): the seeds' curves and the runs' wall times; the failed job dirs."""
     groups: Groups = defaultdict(list)
     walls: WallTimes = defaultdict(list)
-    for path in sorted(root.rglob("metrics.jsonl")):
-        run_dir = path.parent
-        if (run_dir / "config.yaml").exists():
-            key = labels(run_dir, label)
-            groups[key].extend(run_curves(run_dir, metric))
-            walls[key].append(run_wall_time(run_dir))
+    for run_dir in run_dirs(root):
+        key = labels(run_dir, label)
+        groups[key].extend(run_curves(run_dir, metric))
+        walls[key].append(run_wall_time(run_dir))
     failed = sorted(p.parent for p in root.rglob("error.txt"))
     return groups, walls, failed
 
@@ -180,8 +217,10 @@ def plot(groups: dict[tuple[str, str], list[Curve]], out: Path, metric: str) -> 
             colour = colours[i % len(colours)]
             steps = curves[0][0]
             values = np.stack([np.interp(steps, s, v) for s, v in curves])
-            mean = np.nanmean(values, axis=0)
-            std = np.nanstd(values, axis=0)
+            with warnings.catch_warnings():  # steps where no seed logged the metric: NaN
+                warnings.simplefilter("ignore", RuntimeWarning)
+                mean = np.nanmean(values, axis=0)
+                std = np.nanstd(values, axis=0)
             ax.plot(steps, mean, color=colour, label=f"{network} (n={len(curves)})")
             ax.fill_between(steps, mean - std, mean + std, color=colour, alpha=0.2)
         ax.set_xlabel("environment steps")
@@ -201,10 +240,14 @@ def plot(groups: dict[tuple[str, str], list[Curve]], out: Path, metric: str) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = OneLineArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("root", type=Path, help="a run or multirun directory")
     parser.add_argument("--out", type=Path, default=None, help="default: <root>/aggregate")
-    parser.add_argument("--metric", default="eval/episode_return")
+    parser.add_argument(
+        "--metric",
+        default="eval/episode_return",
+        help="a key of the runs' metrics.jsonl records (default: eval/episode_return)",
+    )
     parser.add_argument(
         "--label",
         choices=LABELS,
@@ -212,16 +255,28 @@ def main(argv: list[str] | None = None) -> int:
         help="rows/curves per network (seeds pooled), or per run directory (ablations)",
     )
     args = parser.parse_args(argv)
-    groups, walls, failed = collect(args.root, args.metric, args.label)
+    if not args.root.is_dir():
+        parser.error(f"root {args.root} is not a directory")
+    try:
+        runs = run_dirs(args.root)
+        metrics = sorted(set().union(*(run_metrics(run_dir) for run_dir in runs)))
+        if runs and args.metric not in metrics:
+            parser.error(f"--metric {args.metric!r} is in none of the runs; choose from {metrics}")
+        groups, walls, failed = collect(args.root, args.metric, args.label)
+    except RunReadError as err:
+        parser.error(str(err))
     if not groups and not failed:
-        print(f"no runs (metrics.jsonl + config.yaml) below {args.root}", file=sys.stderr)
-        return 1
+        parser.error(f"no runs (metrics.jsonl + config.yaml) below {args.root}")
     out = args.out or args.root / "aggregate"
-    out.mkdir(parents=True, exist_ok=True)
+    if error := output_dir_error(out):
+        parser.error(error)
     text = table(groups, walls, failed, args.metric)
-    (out / "results.md").write_text(text)
-    plots = plot(groups, out, args.metric)
     print(text)
+    try:
+        (out / "results.md").write_text(text)
+        plots = plot(groups, out, args.metric)
+    except OSError as err:
+        fail(f"the table (printed above) could not be written to {out}: {err}", 1, parser.prog)
     print(f"wrote {out / 'results.md'} and {len(plots)} plot(s) to {out}")
     return 0
 

@@ -24,7 +24,6 @@ Prints one JSON object per line.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Callable
@@ -36,6 +35,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from stoixlite.cli_args import OneLineArgumentParser  # noqa: E402
 from stoixlite.envs.popgym.battleship import Battleship, BattleshipState  # noqa: E402
 from stoixlite.envs.registry import make  # noqa: E402
 from stoixlite.ppo.gae import gae_advantages  # noqa: E402
@@ -136,7 +136,7 @@ def repeat_signal(data: dict[str, np.ndarray], gamma: float, lam: float) -> dict
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = OneLineArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--difficulty", choices=("easy", "medium", "hard"), default="easy")
     parser.add_argument("--episodes", type=int, default=20000)
     parser.add_argument("--gamma", type=float, default=0.99)

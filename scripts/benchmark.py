@@ -50,6 +50,14 @@ from pathlib import Path
 # Import this checkout's package (also in the worker subprocesses), not another installed copy.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from stoixlite.cli_args import (  # noqa: E402
+    OneLineArgumentParser,
+    checked_run_config,
+    fail,
+    last_error_line,
+    output_file_error,
+)
+
 # The PureJaxRL re-implementations run as pseudo-networks named after their module in scripts/
 # (each has DEFAULT_CONFIG and make_train(config) -> (train, init, run_updates)).
 PUREJAXRL_PPO = "purejaxrl_ppo"  # ppo.py
@@ -186,9 +194,25 @@ def run_stoixlite_row(spec: dict) -> tuple[int, float, list[float], float, int]:
     from stoixlite.rec_ppo import CONFIG_DIR
     from stoixlite.run.build import build_run
 
+    with initialize_config_dir(str(CONFIG_DIR), version_base=None):
+        cfg = compose("config", overrides=stoixlite_overrides(spec))
+    exp = build_run(cfg)
+    state, _ = exp.init()  # laid out on the run's devices
+    tic = time.perf_counter()
+    learn_chunk = exp.learn.lower(state).compile()
+    compile_s = time.perf_counter() - tic
+    times, _, metrics = _time_chunks(learn_chunk, state, spec["repeats"])
+    count = np.asarray(metrics["train/episodes"], np.float64)
+    returns = np.asarray(metrics["train/episode_return"], np.float64)
+    final = float((returns * count).sum() / count.sum()) if count.sum() else float("nan")
+    return exp.steps_per_chunk, compile_s, times, final, exp.placement.num_devices
+
+
+def stoixlite_overrides(spec: dict) -> list[str]:
+    """The Hydra overrides of a stoixlite row."""
     steps_per_update = spec["num_envs"] * spec["rollout_length"]
     width = spec.get("width", 128)
-    overrides = [
+    return [
         f"env={spec['env']}",
         f"network={spec['network']}",
         f"arch.num_envs={spec['num_envs']}",
@@ -206,18 +230,6 @@ def run_stoixlite_row(spec: dict) -> tuple[int, float, list[float], float, int]:
         *([f"arch.num_devices={spec['devices']}"] if spec.get("devices") else []),
         *spec.get("overrides", []),
     ]
-    with initialize_config_dir(str(CONFIG_DIR), version_base=None):
-        cfg = compose("config", overrides=overrides)
-    exp = build_run(cfg)
-    state, _ = exp.init()  # laid out on the run's devices
-    tic = time.perf_counter()
-    learn_chunk = exp.learn.lower(state).compile()
-    compile_s = time.perf_counter() - tic
-    times, _, metrics = _time_chunks(learn_chunk, state, spec["repeats"])
-    count = np.asarray(metrics["train/episodes"], np.float64)
-    returns = np.asarray(metrics["train/episode_return"], np.float64)
-    final = float((returns * count).sum() / count.sum()) if count.sum() else float("nan")
-    return exp.steps_per_chunk, compile_s, times, final, exp.placement.num_devices
 
 
 def run_row(spec: dict) -> dict:
@@ -258,20 +270,74 @@ def run_row(spec: dict) -> dict:
     }
 
 
-def launch(spec: dict, host_devices: int | None = None) -> dict:
+def worker_env(host_devices: int | None = None) -> dict[str, str]:
+    """The environment of the worker subprocesses (``--host-devices``: forced CPU devices)."""
     env = dict(os.environ)
     if host_devices:
         forced = f"--xla_force_host_platform_device_count={host_devices}"
         env["XLA_FLAGS"] = f"{env.get('XLA_FLAGS', '')} {forced}"
-    proc = subprocess.run(
-        [sys.executable, __file__, "--worker", json.dumps(spec)],
+    return env
+
+
+def run_worker(flag: str, payload: object, host_devices: int | None = None):
+    """This script run as a worker subprocess (``flag`` with ``payload`` as JSON)."""
+    return subprocess.run(
+        [sys.executable, __file__, flag, json.dumps(payload)],
         capture_output=True,
         text=True,
-        env=env,
+        env=worker_env(host_devices),
     )
+
+
+def launch(spec: dict, host_devices: int | None = None) -> dict:
+    proc = run_worker("--worker", spec, host_devices)
     if proc.returncode != 0:
-        return {**spec, "error": proc.stderr.strip().splitlines()[-1] if proc.stderr else "failed"}
+        return {**spec, "error": last_error_line(proc.stderr, f"failed (exit {proc.returncode})")}
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def describe(spec: dict) -> str:
+    """``<network> on <env>, <n> envs[, <d> devices]``: a row in the user's terms."""
+    devices = f", {spec['devices']} devices" if spec.get("devices") else ""
+    return f"{spec['network']} on {spec['env']}, {spec['num_envs']} envs{devices}"
+
+
+def row_error(specs: list[dict]) -> str | None:
+    """Worker: the first row whose config is invalid (:func:`stoixlite.cli_args.checked_run_config`,
+    as ``rec_ppo`` would refuse it) or that asks for more devices than there are, as one line;
+    ``None`` when every row can run. Runs in a subprocess like the rows, so that this process
+    never starts an accelerator backend (and holds none of its memory while the rows run)."""
+    wanted = max((spec.get("devices") or 1 for spec in specs), default=1)
+    if wanted > 1:
+        import jax
+
+        have = jax.device_count()
+        if wanted > have:
+            return (
+                f"--devices {wanted}: this machine has {have} {jax.default_backend()} device(s) "
+                "(--host-devices N forces N CPU devices)"
+            )
+    seen: set[tuple[str, ...]] = set()
+    for spec in specs:
+        if spec["network"] in REFERENCE_MODULES:
+            continue
+        overrides = stoixlite_overrides(spec)
+        if tuple(overrides) in seen:
+            continue
+        seen.add(tuple(overrides))
+        _, error = checked_run_config(overrides)
+        if error is not None:
+            return f"row {describe(spec)}: {error}"
+    return None
+
+
+def check_rows(specs: list[dict], host_devices: int | None = None) -> str | None:
+    """:func:`row_error` of ``specs``, run in a subprocess with the workers' environment."""
+    proc = run_worker("--check-rows", specs, host_devices)
+    if proc.returncode != 0:
+        return "checking the rows failed: " + last_error_line(proc.stderr)
+    verdict = json.loads(proc.stdout.strip().splitlines()[-1])
+    return verdict["error"]
 
 
 def merge_rounds(results: list[dict]) -> dict:
@@ -281,6 +347,8 @@ def merge_rounds(results: list[dict]) -> dict:
         return results[0]
     sps = sorted(x for r in ok for x in r["sps_all"])
     row = dict(ok[-1])
+    if len(ok) < len(results):  # some rounds failed: their errors are kept with the row
+        row["failed_rounds"] = [r["error"] for r in results if "error" in r]
     row.update(
         sps_all=sps,
         sps_median=statistics.median(sps),
@@ -309,27 +377,30 @@ def markdown(rows: list[dict]) -> str:
             continue
         sps = r["sps_all"]
         median = statistics.median(sps)
+        failed = f" ({len(r['failed_rounds'])} rounds failed)" if r.get("failed_rounds") else ""
         lines.append(
             f"| {r['network']} | {r['env']} | {r['num_envs']} x {r['rollout_length']} "
             f"| {r.get('devices', 1)} | {median:,.0f} | {min(sps):,.0f}-{max(sps):,.0f} "
             f"| {len(sps)} "
             f"| {r['compile_s']:.1f} | {r['peak_rss_mb']:,.0f} | {r['final_return']:.1f} "
-            f"| {r['load_avg']:.1f} | {r['label']} |"
+            f"| {r['load_avg']:.1f} | {r['label']}{failed} |"
         )
     return "\n".join(lines)
 
 
-def main() -> None:
-    if "--env-only" in sys.argv:
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if "--env-only" in argv:
         sys.path.insert(0, str(Path(__file__).resolve().parent))
         from benchmark_envs import main as env_benchmark
 
-        env_benchmark([a for a in sys.argv[1:] if a != "--env-only"])
-        return
-    parser = argparse.ArgumentParser(
+        env_benchmark([a for a in argv if a != "--env-only"])
+        return 0
+    parser = OneLineArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--check-rows", help=argparse.SUPPRESS)
     parser.add_argument(
         "--networks",
         nargs="*",
@@ -377,15 +448,23 @@ def main() -> None:
         "--host-devices", type=int, default=None, help="force this many CPU devices (XLA_FLAGS)"
     )
     parser.add_argument("--out", default="benchmark_results.json")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
 
     if args.worker:
         print(json.dumps(run_row(json.loads(args.worker))))
-        return
+        return 0
+    if args.check_rows:
+        print(json.dumps({"error": row_error(json.loads(args.check_rows))}))
+        return 0
 
-    from stoixlite.envs.registry import available_envs
-
-    configs = {p.stem for p in (Path(__file__).resolve().parents[1] / "configs/network").glob("*")}
+    # Known networks and envs are those with a config (what the rows' overrides select); read
+    # from configs/, so that this process never starts JAX (see row_error).
+    config_root = Path(__file__).resolve().parents[1] / "configs"
+    configs = {p.stem for p in (config_root / "network").glob("*.yaml")}
+    envs = sorted(
+        str(p.relative_to(config_root / "env").with_suffix(""))
+        for p in (config_root / "env").rglob("*.yaml")
+    )
     networks = args.networks or sorted(configs - {"ffm"})  # ffm: the same model as memoroid
     for name in networks:
         if name not in configs and name not in REFERENCE_MODULES:
@@ -398,8 +477,8 @@ def main() -> None:
                 f"unknown reference label {label!r}; choose from {sorted(REFERENCE_LABELS)}"
             )
     for env in args.envs:
-        if env not in available_envs():
-            parser.error(f"unknown env {env!r}; choose from {available_envs()}")
+        if env not in envs:
+            parser.error(f"unknown env {env!r}; choose from {envs}")
     if not args.reference_only:  # the matrix rows
         for name in networks:
             for env in args.envs:
@@ -413,6 +492,13 @@ def main() -> None:
             parser.error(f"--num-envs {n} must be a positive multiple of --minibatches")
         if args.chunk_steps < n * args.rollout_length:
             parser.error(f"--chunk-steps must be at least one update ({n * args.rollout_length})")
+    if args.width < 0:
+        parser.error(f"--width {args.width} must be positive, or 0 for the network config's own")
+    for d in args.devices or ():
+        if d < 1:
+            parser.error(f"--devices {d} must be at least 1 (devices per row)")
+    if args.host_devices is not None and args.host_devices < 1:
+        parser.error(f"--host-devices {args.host_devices} must be at least 1")
 
     def common(num_envs: int, rollout: int) -> dict:
         return {
@@ -445,6 +531,23 @@ def main() -> None:
         ]
     if args.devices:
         specs = [{**spec, "devices": d} for spec in specs for d in args.devices]
+    for spec in specs:  # the reference rows have their own envs x steps
+        if spec["updates"] < 1:
+            steps = spec["num_envs"] * spec["rollout_length"]
+            parser.error(
+                f"--chunk-steps must be at least one update ({steps}) of every row: "
+                f"{describe(spec)} x {spec['rollout_length']} steps"
+            )
+    if not specs:
+        parser.error(
+            "no rows to run: --envs, --num-envs or --reference-labels is empty, or "
+            "--reference-only with --no-reference"
+        )
+    if error := output_file_error(args.out):
+        parser.error(error)
+    if error := check_rows(specs, args.host_devices):
+        parser.error(error)
+
     results: list[list[dict]] = [[] for _ in specs]
     for round_ in range(args.rounds):
         for i, spec in enumerate(specs):
@@ -453,10 +556,24 @@ def main() -> None:
     rows = [merge_rounds(r) for r in results]
     result = {"hardware": hardware(), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     result["rows"] = rows
-    Path(args.out).write_text(json.dumps(result, indent=2))
     print(f"\nHardware: {result['hardware']}; {result['date']}\n")
     print(markdown(rows))
+    failed = sum("error" in r for rounds in results for r in rounds)
+    try:
+        Path(args.out).write_text(json.dumps(result, indent=2))
+    except OSError as err:
+        fail(
+            f"the results (printed above) could not be written to {args.out}: {err}", 1, parser.prog
+        )
+    if failed:
+        fail(
+            f"{failed} of {len(specs) * args.rounds} row runs failed (their errors are in the "
+            f"table and in {args.out})",
+            1,
+            parser.prog,
+        )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -18,19 +18,23 @@ Prints a markdown table and writes JSON (``--out``)::
 
 from __future__ import annotations
 
-import argparse
 import json
 import platform
 import subprocess
+import sys
 import time
 import warnings
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 
-from stoixlite.envs.registry import available_envs, env_spec, make
-from stoixlite.envs.types import Discrete
-from stoixlite.envs.wrappers import ENV_AXIS, AutoResetWrapper, VmapWrapper
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's stoixlite
+
+from stoixlite.cli_args import OneLineArgumentParser, fail, output_file_error  # noqa: E402
+from stoixlite.envs.registry import available_envs, env_spec, make  # noqa: E402
+from stoixlite.envs.types import Discrete  # noqa: E402
+from stoixlite.envs.wrappers import ENV_AXIS, AutoResetWrapper, VmapWrapper  # noqa: E402
 
 
 def random_action(space, key: jax.Array, num_envs: int) -> jax.Array:
@@ -118,7 +122,7 @@ def hardware() -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = OneLineArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--envs", nargs="*", help="module names (default: every popgym/* env)")
     parser.add_argument("--difficulty", default="easy", choices=["easy", "medium", "hard"])
     parser.add_argument("--num-envs", type=int, default=4096)
@@ -127,9 +131,18 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--ref-steps", type=int, default=5000, help="popgym steps per env")
     parser.add_argument("--out", default=None, help="write the results as JSON here")
     args = parser.parse_args(argv)
+    for key in ("num_envs", "steps", "repeats", "ref_steps"):
+        if getattr(args, key) < 1:
+            parser.error(f"--{key.replace('_', '-')} {getattr(args, key)} must be at least 1")
+    if args.out and (error := output_file_error(args.out)):
+        parser.error(error)
 
     names = [n for n in available_envs() if env_spec(n).reference is not None]  # the ports
     if args.envs:
+        ports = [n.split("/", 1)[1] for n in names]
+        unknown = [e for e in args.envs if e not in ports]
+        if unknown:
+            parser.error(f"--envs: {unknown} are not POPGym ports; choose from {ports}")
         names = [n for n in names if n.split("/", 1)[1] in args.envs]
     rows = []
     for name in names:
@@ -160,8 +173,10 @@ def main(argv: list[str] | None = None) -> dict:
             f"| {r['env']} | {r['jax_sps']:,.0f} | {r['compile_seconds']:.1f} | {ref} | {speed} |"
         )
     if args.out:
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=2)
+        try:
+            Path(args.out).write_text(json.dumps(result, indent=2))
+        except OSError as err:
+            fail(f"the results (printed above) could not be written to {args.out}: {err}", 1)
     return result
 
 

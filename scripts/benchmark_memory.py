@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import platform
 import subprocess
@@ -34,6 +35,15 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))  # this checkout's stoixlite
+
+from stoixlite.cli_args import (  # noqa: E402
+    OneLineArgumentParser,
+    fail,
+    last_error_line,
+    output_file_error,
+)
 
 
 def _registry():
@@ -218,8 +228,22 @@ def _rollout_table(results) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def settings_error(models: list[str], hidden: int) -> str | None:
+    """One line for the first model that cannot be built at width ``hidden`` (its
+    ``config_errors``, as the run config's parser reports them), else ``None``."""
+    memory = _registry()
+    for name in models:
+        kwargs = {"hidden_size": hidden}
+        for scan in scans(name):
+            if scan != "-":
+                kwargs["scan"] = scan
+            for key, value, allowed in memory.memory_config_errors(name, kwargs):
+                return f"--hidden {hidden} does not suit model {name!r}: {key}={value!r} {allowed}"
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = OneLineArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="T in 16, 64 and fewer runs")
     ap.add_argument("--lengths", type=int, nargs="*", default=None)
     ap.add_argument("--models", nargs="*", default=None, help="default: every registered model")
@@ -250,15 +274,22 @@ def main(argv: list[str] | None = None) -> None:
         for v in values:
             if v < 1:
                 ap.error(f"--{key} {v} must be at least 1")
-    for key in ("max_state_mb", "timeout"):
-        if getattr(args, key) <= 0:
-            ap.error(f"--{key.replace('_', '-')} {getattr(args, key)} must be positive")
+    if not args.max_state_mb > 0:  # NaN too; inf: no limit
+        ap.error(f"--max-state-mb {args.max_state_mb} must be positive (inf: no limit)")
+    if not (math.isfinite(args.timeout) and args.timeout > 0):
+        ap.error(f"--timeout {args.timeout} must be a finite number of seconds > 0")
 
     if args.single:
         name, scan, length, mode = args.single
         res = run_one(name, scan, int(length), args.batch, args.hidden, mode, args.reps)
         print("RESULT " + json.dumps(res))
-        return
+        return 0
+
+    models = args.models or default_models()
+    if error := settings_error(models, args.hidden):
+        ap.error(error)
+    if args.out and (error := output_file_error(args.out)):
+        ap.error(error)
 
     import jax
 
@@ -274,9 +305,16 @@ def main(argv: list[str] | None = None) -> None:
     }
     print(f"hardware: {hardware}", flush=True)
     results = []
-    for name, scan, length, mode in _configs(args.models or default_models(), lengths, args.scans):
+    for name, scan, length, mode in _configs(models, lengths, args.scans):
         tag = f"{name:16s} {scan:11s} {mode:7s} T={length:<5d}"
-        state_mb = _estimate_state_mb(name, length, args.batch, args.hidden, scan)
+        try:
+            state_mb = _estimate_state_mb(name, length, args.batch, args.hidden, scan)
+        except Exception as exc:  # noqa: BLE001 - the model cannot be built: a failed row
+            res = {"model": name, "scan": scan, "T": length, "mode": mode, "status": "failed"}
+            res["error"] = f"{type(exc).__name__}: {exc}"[:300]
+            print(f"{tag} failed: {res['error']}", flush=True)
+            results.append(res)
+            continue
         if state_mb > args.max_state_mb:
             res = {"model": name, "scan": scan, "T": length, "mode": mode}
             res["status"] = f"skipped (states {state_mb:.0f} MB)"
@@ -289,8 +327,7 @@ def main(argv: list[str] | None = None) -> None:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
             line = [ln for ln in proc.stdout.splitlines() if ln.startswith("RESULT ")]
             if proc.returncode != 0 or not line:
-                err = (proc.stderr.strip().splitlines() or ["?"])[-1]
-                raise RuntimeError(f"rc={proc.returncode}: {err}")
+                raise RuntimeError(f"rc={proc.returncode}: {last_error_line(proc.stderr)}")
             res = json.loads(line[-1][len("RESULT ") :])
             print(
                 f"{tag} {res['ms']:10.2f} ms  peak {res['peak_mb']:8.0f} MB  "
@@ -299,7 +336,11 @@ def main(argv: list[str] | None = None) -> None:
             )
         except (subprocess.TimeoutExpired, RuntimeError) as exc:
             res = {"model": name, "scan": scan, "T": length, "mode": mode, "status": "failed"}
-            res["error"] = str(exc)[:300]
+            res["error"] = (
+                f"timed out after {args.timeout:g} s (--timeout)"
+                if isinstance(exc, subprocess.TimeoutExpired)
+                else str(exc)[:300]
+            )
             print(f"{tag} failed: {res['error']}", flush=True)
         results.append(res)
 
@@ -317,9 +358,24 @@ def main(argv: list[str] | None = None) -> None:
             "lengths": lengths,
             "results": results,
         }
-        Path(args.out).write_text(json.dumps(payload, indent=2))
+        try:
+            Path(args.out).write_text(json.dumps(payload, indent=2))
+        except OSError as err:
+            fail(
+                f"the results (printed above) could not be written to {args.out}: {err}", 1, ap.prog
+            )
         print(f"\nwrote {args.out}")
+    failed = [r for r in results if r.get("status") == "failed"]
+    if failed:
+        first = failed[0]
+        fail(
+            f"{len(failed)} of {len(results)} configurations failed; first: {first['model']} "
+            f"{first['scan']} {first['mode']} T={first['T']}: {first['error']}",
+            1,
+            ap.prog,
+        )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

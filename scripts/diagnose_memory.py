@@ -58,17 +58,17 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from hydra import compose, initialize_config_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from stoixlite.cli_args import OneLineArgumentParser, fail, output_file_error  # noqa: E402
+from stoixlite.cli_args import checked_run_config as _checked_run_config  # noqa: E402
 from stoixlite.envs.registry import make  # noqa: E402
 from stoixlite.envs.wrappers import ObsAugmentWrapper  # noqa: E402
 from stoixlite.ppo.learner import make_optimizer  # noqa: E402
-from stoixlite.rec_ppo import CONFIG_DIR  # noqa: E402
 from stoixlite.run.build import make_network  # noqa: E402
-from stoixlite.run.config import RunConfig, parse  # noqa: E402
+from stoixlite.run.config import ConfigError, RunConfig  # noqa: E402
 
 MEASURES = ("reach", "hold", "copy", "intervene", "repeats", "probe")
 
@@ -85,8 +85,17 @@ def measure_list(text: str) -> list[str]:
 
 
 def load_config(overrides: list[str]) -> RunConfig:
-    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base=None):
-        return parse(compose(config_name="config", overrides=overrides))
+    """The run config of Hydra ``overrides``, checked as ``rec_ppo`` checks it: a
+    :class:`ConfigError` of one line for the first mistake (an unknown group option or key, a
+    malformed override, an invalid value)."""
+    cfg, error = _checked_run_config(overrides)
+    if error is not None:
+        raise ConfigError([error])
+    return cfg
+
+
+class NoOracleError(ValueError):
+    """The measures asked for need an env with ``oracle_action``."""
 
 
 def raw_env(cfg: RunConfig, oracle_optional: bool = False) -> Any:
@@ -94,8 +103,8 @@ def raw_env(cfg: RunConfig, oracle_optional: bool = False) -> Any:
     kwargs = {} if cfg.env.difficulty is None else {"difficulty": cfg.env.difficulty}
     env = make(cfg.env.name, **kwargs)
     if not hasattr(env, "oracle_action") and not oracle_optional:
-        raise SystemExit(
-            f"error: env {cfg.env.name} has no oracle_action; pick a card task "
+        raise NoOracleError(
+            f"env {cfg.env.name} has no oracle_action; pick a card task "
             "(or measure a trained run's repeats: --run <dir> --only repeats)"
         )
     if not cfg.env.obs_augment:
@@ -440,10 +449,13 @@ def position_summary(values: np.ndarray, name: str) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = OneLineArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", help="a run directory: measure its latest checkpoint")
     parser.add_argument(
-        "--run-seed", type=int, default=0, help="with --run: which of its seeds (0-based index)"
+        "--run-seed",
+        type=int,
+        default=None,
+        help="with --run: which of its seeds (0-based index; default 0)",
     )
     parser.add_argument("--episodes", type=int, default=64, help="episodes per measurement")
     parser.add_argument("--probe-steps", type=int, default=0, help="supervised probe steps")
@@ -476,8 +488,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", help="also write the JSON records to this file")
-    parser.add_argument("overrides", nargs="*", help="Hydra overrides (network=..., env=...)")
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "overrides",
+        nargs="*",
+        help="Hydra overrides (network=..., env=...), anywhere on the line; not with --run",
+    )
+    args = parser.parse_intermixed_args(argv)
     least_values = {"probe_steps": 0, "probe_window": 0, "probe_batch": 1, "episodes": 1}
     for key, least in least_values.items():
         if getattr(args, key) < least:
@@ -487,6 +503,46 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--only repeats measures a trained agent: give --run <run dir>")
     if "probe" in wanted and args.only and not args.probe_steps:
         parser.error("--only probe trains a probe: give --probe-steps (at least 1)")
+    if args.run and args.overrides:
+        parser.error(
+            f"overrides {' '.join(args.overrides)} with --run: a run is measured with its saved "
+            "config (drop them, or drop --run to measure a new network)"
+        )
+    if args.run_seed is not None and not args.run:
+        parser.error("--run-seed picks a seed of a trained run: give --run <run dir>")
+    if args.run_seed is not None and args.run_seed < 0:
+        parser.error(f"--run-seed {args.run_seed} must be at least 0 (a 0-based seed index)")
+    run_seed = args.run_seed or 0
+    if args.out and (error := output_file_error(args.out)):
+        parser.error(error)
+    probing = "probe" in wanted and args.probe_steps > 0
+    oracle_measures = wanted - {"repeats", "probe"}
+    needs_oracle = oracle_measures or (probing and args.probe_target == "oracle")
+
+    # Everything checked before anything is built: the run directory, its checkpoint and seed
+    # (or the config of the overrides) and the env.
+    if args.run:
+        from stoixlite.run.resume import find_checkpoint
+
+        try:
+            cfg, _ = find_checkpoint(args.run)
+        except (FileNotFoundError, ConfigError, RuntimeError) as err:
+            parser.error(f"--run {args.run}: {str(err).splitlines()[0]}")
+        seeds = cfg.arch.seeds
+        if run_seed >= len(seeds):
+            parser.error(
+                f"--run-seed {run_seed} is out of range: the run trained {len(seeds)} seed(s) "
+                f"({', '.join(map(str, seeds))}): give 0..{len(seeds) - 1}"
+            )
+    else:
+        try:
+            cfg = load_config(args.overrides)
+        except ConfigError as err:
+            parser.error(str(err))
+    try:
+        env = raw_env(cfg, oracle_optional=not needs_oracle)
+    except NoOracleError as err:
+        parser.error(str(err))
 
     if args.run:
         from stoixlite.run.resume import load_run
@@ -495,27 +551,21 @@ def main(argv: list[str] | None = None) -> int:
         cfg, network, params = (
             run.config,
             run.network,
-            run.seed_params(learner.params)[args.run_seed],
+            run.seed_params(learner.params)[run_seed],
         )
     else:
-        cfg = load_config(args.overrides)
-        env_for_shapes = raw_env(cfg)
-        network = make_network(cfg.network, env_for_shapes)
-        init_obs = env_for_shapes.reset(jax.random.PRNGKey(0))[1].observation
+        network = make_network(cfg.network, env)
+        init_obs = env.reset(jax.random.PRNGKey(0))[1].observation
         params = network.init(
             jax.random.PRNGKey(args.seed),
             network.initialize_carry(1),
             init_obs[None, None],
             jnp.ones((1, 1), bool),
         )
-    probing = "probe" in wanted and args.probe_steps > 0
-    oracle_measures = wanted - {"repeats", "probe"}
-    needs_oracle = oracle_measures or (probing and args.probe_target == "oracle")
-    env = raw_env(cfg, oracle_optional=not needs_oracle)
     length = int(env.max_episode_steps or 0) or int(cfg.arch.eval_max_steps)
     label = {"network": cfg.network.name, "env": cfg.env.name, "difficulty": cfg.env.difficulty}
     if args.run:
-        label["run_seed"] = cfg.arch.seed + args.run_seed
+        label["run_seed"] = cfg.arch.seed + run_seed
     records = []
     if oracle_measures:
         data = episodes(env, jax.random.PRNGKey(args.seed + 1000), args.episodes, length)
@@ -573,7 +623,10 @@ def main(argv: list[str] | None = None) -> int:
             )
         ]
     if args.out:
-        Path(args.out).write_text("".join(json.dumps(r) + "\n" for r in records))
+        try:
+            Path(args.out).write_text("".join(json.dumps(r) + "\n" for r in records))
+        except OSError as err:
+            fail(f"the records (printed above) could not be written to {args.out}: {err}", 1)
     return 0
 
 

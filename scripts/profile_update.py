@@ -39,6 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
+from stoixlite.cli_args import OneLineArgumentParser, output_dir_error  # noqa: E402
+
 
 def phase_programs(exp, updates: int) -> tuple[dict[str, Callable], object]:
     """Jitted phase functions (each scanning ``updates`` times) and their shared input state.
@@ -94,24 +96,30 @@ def flops(compiled) -> float | None:
     return float(cost["flops"]) if cost and "flops" in cost else None
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(
+def main(argv: list[str] | None = None) -> None:
+    parser = OneLineArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("overrides", nargs="*", help="Hydra overrides of configs/config.yaml")
+    parser.add_argument(
+        "overrides", nargs="*", help="Hydra overrides of configs/config.yaml (anywhere)"
+    )
     parser.add_argument("--updates", type=int, default=8, help="updates per timed call")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--purejaxrl", action="store_true", help="also time ppo.py's update")
     parser.add_argument("--trace", default=None, help="write a jax.profiler trace here")
-    args = parser.parse_args()
+    args = parser.parse_intermixed_args(argv)
+    for key in ("updates", "rounds"):
+        if getattr(args, key) < 1:
+            parser.error(f"--{key} {getattr(args, key)} must be at least 1")
 
-    from hydra import compose, initialize_config_dir
-
-    from stoixlite.rec_ppo import CONFIG_DIR
+    from stoixlite.cli_args import checked_run_config
     from stoixlite.run.build import build_run
 
-    with initialize_config_dir(str(CONFIG_DIR), version_base=None):
-        cfg = compose("config", overrides=args.overrides)
+    cfg, error = checked_run_config(args.overrides)
+    if error is not None:
+        parser.error(error)
+    if args.trace and (error := output_dir_error(args.trace, "--trace")):
+        parser.error(error)
     exp = build_run(cfg)
     programs, inputs = phase_programs(exp, args.updates)
     if args.purejaxrl:

@@ -22,12 +22,13 @@ import logging
 import sys
 from functools import partial
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from stoixlite.cli_args import OneLineArgumentParser
 from stoixlite.envs.actions import find_invalid_action_error
 from stoixlite.envs.registry import env_spec
 from stoixlite.envs.types import FIRST, MID, TimeStep
@@ -141,13 +142,6 @@ def _fmt(x: np.ndarray) -> str:
     return f"{x.mean():.4f} ± {x.std():.4f}"
 
 
-class _OneLineParser(argparse.ArgumentParser):
-    """Argument errors as one line on stderr (exit 2), without the usage block."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"error: {message} (see python -m stoixlite.evaluate --help)\n")
-
-
 def _checkpoint_arg(value: str) -> str | int:
     if value in ("latest", "best"):
         return value
@@ -164,7 +158,9 @@ def _positive(value: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     logging.getLogger("absl").setLevel(logging.ERROR)  # orbax's read-only notices
-    parser = _OneLineParser(prog="python -m stoixlite.evaluate", description=__doc__.split("\n")[0])
+    parser = OneLineArgumentParser(
+        prog="python -m stoixlite.evaluate", description=__doc__.split("\n")[0]
+    )
     parser.add_argument(
         "run_dir", type=Path, help="a run directory (has config.yaml, checkpoints/)"
     )
