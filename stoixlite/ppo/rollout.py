@@ -94,6 +94,11 @@ def rollout(
     return state, traj, carries_after
 
 
+def truncated(transition: Transition) -> jax.Array:
+    """Where an episode ended by truncation (LAST with ``discount != 0``), any leading shape."""
+    return transition.last & (transition.discount != 0)
+
+
 def needs_bootstrap(traj: Transition) -> jax.Array:
     """``[T, N]`` bool: the steps whose next value the rollout did not compute.
 
@@ -103,8 +108,7 @@ def needs_bootstrap(traj: Transition) -> jax.Array:
     *truncation* (LAST with ``discount != 0``: the true final observation, which the rollout never
     fed to the network) and the rollout's last step need one more network call.
     """
-    truncated = traj.last & (traj.discount != 0)
-    return truncated.at[-1].set(True)
+    return truncated(traj).at[-1].set(True)
 
 
 def _shifted_values(traj: Transition, last_row: jax.Array) -> jax.Array:
@@ -153,7 +157,7 @@ def rollout_keeping(
             _, (_, value) = apply_fn(loop[0], loop[3], transition.next_obs[None], no_start)
             return value[0]
 
-        needed = is_final | jnp.any(transition.last & (transition.discount != 0))
+        needed = is_final | jnp.any(truncated(transition))
         value = jax.lax.cond(needed, value_of_next, lambda: jnp.zeros_like(transition.value))
         return (loop, buffer), (transition, value)
 
@@ -183,7 +187,7 @@ def next_values(apply_fn: ApplyFn, params: Any, traj: Transition, carries_after:
     over devices each device evaluates its own envs' rows.
     """
     t, n = traj.reward.shape
-    inner = (traj.last & (traj.discount != 0))[:-1]  # truncations before the last step
+    inner = truncated(traj)[:-1]  # truncations before the last step
     count = jnp.sum(inner, axis=0)
     rows = jnp.stack([jnp.argmax(inner, axis=0), jnp.full((n,), t - 1)], axis=1)  # [N, 2]
 

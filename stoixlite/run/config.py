@@ -91,7 +91,6 @@ def number_in(low: float, high: float, low_open: bool = False) -> Rule:
 INT_LIMIT = 2**31 - 1
 POSITIVE_INT = Rule(f"must be a positive integer <= {INT_LIMIT}", lambda v: 0 < v <= INT_LIMIT)
 NON_NEGATIVE_INT = Rule(f"must be an integer in [0, {INT_LIMIT}]", lambda v: 0 <= v <= INT_LIMIT)
-SEED = Rule(f"must be an integer in [0, {INT_LIMIT}]", lambda v: 0 <= v <= INT_LIMIT)
 POSITIVE = number_in(0.0, math.inf, low_open=True)
 HOST_PORT = Rule(
     "must be host:port (a port number in [1, 65535]) or null",
@@ -161,7 +160,7 @@ def _scan_strategies() -> list[str]:
 class ArchConfig:
     """Budget, seeds and evaluation (``configs/arch``)."""
 
-    seed: int = rule(SEED)
+    seed: int = rule(NON_NEGATIVE_INT)
     num_seeds: int = rule(POSITIVE_INT, default=1)  # seeds trained together: seed, seed + 1, ...
     # devices per process the envs are split over (None: all of them)
     num_devices: int | None = rule(POSITIVE_INT, default=None)
