@@ -272,7 +272,9 @@ class EnvConfig:
     factory (typed by its signature)."""
 
     name: str = rule(choice(_env_names))
-    difficulty: str | None = None
+    # A level of the env's registration, or null: typed ``Any`` so that a non-string
+    # (``env.difficulty=1``) is refused by :func:`_check_env` with the env's list of levels.
+    difficulty: Any = None
     obs_augment: bool
     obs_prev_reward: bool = False  # also append the previous reward (needs obs_augment)
     # The augmentation's previous action (POPGym's default); false keeps only the is-first flag
@@ -446,14 +448,19 @@ class _Errors(list):
         self.append(f"{path}={value!r} is invalid: {allowed}")
 
 
-def _nearest(key: str, valid: Sequence[str]) -> str | None:
+def nearest(key: str, valid: Sequence[str]) -> str | None:
+    """The valid key equal to ``key`` up to case, else the closest by spelling (difflib, cutoff
+    0.5), else ``None``."""
+    for candidate in valid:
+        if candidate.lower() == key.lower():
+            return candidate
     close = difflib.get_close_matches(key, list(valid), n=1, cutoff=0.5)
     return close[0] if close else None
 
 
 def unknown_key_hint(prefix: str, key: str, valid: Sequence[str]) -> str:
     """``unknown key (did you mean <prefix><nearest>?)``, or the valid keys when none is close."""
-    near = _nearest(key, valid)
+    near = nearest(key, valid)
     hint = f"did you mean {prefix}{near}?" if near else f"valid keys: {sorted(valid)}"
     return f"unknown key ({hint})"
 
@@ -572,7 +579,7 @@ def _memory_section(errors: _Errors, name: str, given: Mapping[str, Any]) -> dic
     out = {}
     for key, value in given.items():
         if key not in accepted:
-            near = _nearest(key, sorted(accepted) + list(ACTOR_CRITIC_KEYS))
+            near = nearest(key, sorted(accepted) + list(ACTOR_CRITIC_KEYS))
             hint = f"did you mean network.{near}?" if near else f"accepted: {sorted(accepted)}"
             errors.add(
                 f"network.{key}",

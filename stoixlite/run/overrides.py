@@ -18,9 +18,9 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from stoixlite.run.config import unknown_key_hint
+from stoixlite.run.config import nearest, unknown_key_hint
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
 _SWEEP_SYNTAX = ("(", "[", "${")
@@ -84,22 +84,36 @@ def _compose(config_dir: Path, config_name: str, overrides: list[str]) -> DictCo
 
 
 def _missing_key_error(path: str, overrides: list[str], config_dir: Path, config_name: str) -> str:
-    """``key=value is invalid: unknown key (did you mean ...?)`` for an override of a key the
-    composed config does not have (the same line the typed parse gives for ``+key=value``)."""
+    """``key=value is invalid: unknown key (...)`` for an override of a key the composed config
+    does not have (the same line the typed parse gives for ``+key=value``). The hint is given at
+    the first component of ``path`` that is missing: the nearest key there (``Arch.seed``: did you
+    mean ``arch.seed``?), or the group option that adds it (``logger.wandb.mode``: choose
+    ``logger=wandb``), or that level's valid keys."""
     (own,) = [o for o in overrides if o.split("=", 1)[0] == path] or [f"{path}="]
     rest = [o for o in overrides if o != own]
-    parent, _, key = path.rpartition(".")
-    try:
-        composed = _compose(config_dir, config_name, rest)
-        node = OmegaConf.select(composed, parent) if parent else composed
-        valid = [str(k) for k in node] if isinstance(node, DictConfig) else []
-    except Exception:  # another override is broken too: it is reported once this one is fixed
-        valid = []
     value = own.split("=", 1)[1]
-    prefix = f"{parent}." if parent else ""
-    if not valid:
+    try:
+        node: object = _compose(config_dir, config_name, rest)
+    except Exception:  # another override is broken too: it is reported once this one is fixed
         return f"{own} is invalid: unknown key"
-    return f"{path}={value!r} is invalid: {unknown_key_hint(prefix, key, valid)}"
+    parts = path.split(".")
+    for depth, key in enumerate(parts):
+        if not isinstance(node, DictConfig):
+            break
+        if key in node and depth < len(parts) - 1:
+            node = node[key]
+            continue
+        prefix = "".join(f"{p}." for p in parts[:depth])
+        if depth >= 1 and key in group_options(config_dir, parts[0]):
+            hint = f"unknown key ({prefix}{key} is set by choosing {parts[0]}={key})"
+            return f"{path}={value!r} is invalid: {hint}"
+        valid = [str(k) for k in node]
+        near = nearest(key, valid)
+        if near is not None:
+            suggestion = ".".join([*parts[:depth], near, *parts[depth + 1 :]])
+            return f"{path}={value!r} is invalid: unknown key (did you mean {suggestion}?)"
+        return f"{path}={value!r} is invalid: {unknown_key_hint(prefix, key, valid)}"
+    return f"{own} is invalid: unknown key"
 
 
 # What a run writes into its directory (run/resume.CONFIG_FILE, tracking/recorder.METRICS_FILE,
