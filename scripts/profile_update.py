@@ -3,8 +3,9 @@
 Phases of ``stoixlite.ppo.learner.make_update``, each jitted on its own and run ``--updates``
 times per call (a ``lax.scan``, like the learn chunk):
 
-* ``rollout``: ``rollout_length`` steps of (network at T=1, env step) and the bootstrap values
-  (one batched T=1 call, or in the loop when only the sequence-start carries are kept);
+* ``rollout``: ``rollout_length`` steps of (network at T=1, env step) and the next values for
+  GAE (``rollout.next_values``); its data are summed into the scanned carry, so that XLA cannot
+  drop what only training reads (the critic's values, the stored observations);
 * ``prepare``: GAE, cutting the sequences;
 * ``epochs``: ``epochs x num_minibatches`` minibatch steps (shuffle/gather, forward, backward,
   optimiser);
@@ -65,8 +66,13 @@ def phase_programs(exp, updates: int) -> tuple[dict[str, Callable], object]:
     def repeat(step: Callable, s):
         return jax.lax.scan(lambda c, _: (step(c), None), s, None, length=updates)[0]
 
+    def collect_kept(c):  # the rollout's data summed into the carry, so XLA keeps all of it
+        s, total = c
+        s, d = phases.collect(s)
+        return s, total + checksum(d)
+
     programs = {
-        "rollout": jax.jit(lambda s: repeat(lambda c: phases.collect(c)[0], s)),
+        "rollout": jax.jit(lambda s: repeat(collect_kept, (s, jnp.float32(0)))),
         "prepare": jax.jit(
             lambda d: jax.lax.map(lambda _: checksum(phases.prepare(d)), jnp.arange(updates))
         ),

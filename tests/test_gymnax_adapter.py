@@ -233,3 +233,22 @@ def test_listing_envs_does_not_import_gymnax():
         [sys.executable, "-c", code], env=checkout, capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_importing_stoixlite_does_not_start_a_jax_backend():
+    """No module of the package creates arrays at import time: a script may import stoixlite
+    (the env registry, the networks, the run wing) and still choose XLA flags or devices
+    afterwards (``XLA_FLAGS``, ``jax.config``), which a started backend would ignore."""
+    code = (
+        "import importlib, pkgutil\n"
+        "from jax._src import xla_bridge\n"
+        "import stoixlite\n"
+        "for info in pkgutil.walk_packages(stoixlite.__path__, 'stoixlite.'):\n"
+        "    importlib.import_module(info.name)\n"
+        "    assert not xla_bridge.backends_are_initialized(), info.name\n"
+    )
+    checkout = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=checkout, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from flax import struct
 
 from stoixlite.envs.actions import is_valid_action
@@ -49,10 +50,11 @@ NO_ACTION = 4  # popgym's Actions.NONE, the "previous action" of the reset obser
 VIEW_SIZE = 9
 OBS_DIM = (VIEW_SIZE + 1) * NUM_CELL_TYPES
 
-# (d_row, d_col) of LEFT, RIGHT, UP, DOWN.
-MOVES = jnp.array([(0, -1), (0, 1), (-1, 0), (1, 0)], jnp.int32)
+# (d_row, d_col) of LEFT, RIGHT, UP, DOWN. numpy constants, so that importing this module does
+# not start JAX's backend (a later XLA_FLAGS or device choice would be ignored).
+MOVES = np.array([(0, -1), (0, 1), (-1, 0), (1, 0)], np.int32)
 # mazelib's neighbour order in ``_find_neighbors``: up, down, left, right (two cells away).
-_NEIGHBOURS = jnp.array([(-2, 0), (2, 0), (0, -2), (0, 2)], jnp.int32)
+_NEIGHBOURS = np.array([(-2, 0), (2, 0), (0, -2), (0, 2)], np.int32)
 
 DIFFICULTY_PARAMS = {
     "easy": {"maze_dims": (10, 10), "episode_length": 1024},
@@ -129,7 +131,7 @@ def hunt_and_kill(draws: MazeDraws, blocks: tuple[int, int]) -> jax.Array:
         count = options.sum()
         pick = jnp.minimum((draws.walk[carves] * count).astype(jnp.int32), count - 1)
         choice = jnp.argmax(jnp.cumsum(options) == pick + 1)
-        target = pos + _NEIGHBOURS[choice]
+        target = pos + jnp.asarray(_NEIGHBOURS)[choice]
         between = (pos + target) // 2
         carved = grid.at[target[0], target[1]].set(FREE).at[between[0], between[1]].set(FREE)
         # Stuck: jump to the next hunt that starts a walk (the others change nothing).
@@ -249,7 +251,7 @@ class MazeEnv(Environment[MazeState]):
         An invalid action does not move (a blocked move)."""
         high = jnp.array(self.grid_shape, jnp.int32) - 1
         valid = is_valid_action(self.action_space, action)
-        delta = jnp.where(valid, MOVES[jnp.where(valid, action, 0)], 0)
+        delta = jnp.where(valid, jnp.asarray(MOVES)[jnp.where(valid, action, 0)], 0)
         target = jnp.clip(state.position + delta, 0, high)
         blocked = state.grid[target[0], target[1]] == OBSTACLE
         return jnp.where(blocked, state.position, target)
