@@ -89,26 +89,22 @@ def checked_run_config(overrides: Sequence[str]) -> tuple[RunConfig | None, str 
     run config, else ``(None, one line)``: an unknown group option, key or malformed override
     (:func:`stoixlite.run.overrides.override_error`, as ``python -m stoixlite.rec_ppo`` reports
     them) or an invalid value (:class:`~stoixlite.run.config.ConfigError`, every mistake)."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-
     from stoixlite.rec_ppo import CONFIG_DIR
     from stoixlite.run.config import ConfigError, parse
-    from stoixlite.run.overrides import override_error
+    from stoixlite.run.overrides import MULTIRUN_FLAGS, composed_or_error
 
     overrides = list(overrides)
-    error = override_error(overrides, CONFIG_DIR)
+    if any(arg.startswith("-") for arg in overrides):
+        flags = [arg for arg in overrides if arg.startswith("-")]
+        multirun = " (a multirun)" if set(flags) & set(MULTIRUN_FLAGS) else ""
+        return None, f"{flags[0]} is invalid here{multirun}: give key=value overrides only"
+    cfg, error = composed_or_error(overrides, CONFIG_DIR)
     if error is not None:
         return None, error
-    GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(str(CONFIG_DIR), version_base=None):
-            cfg = compose("config", overrides=overrides)
         return parse(cfg), None
     except ConfigError as err:
         return None, one_line(str(err))
-    finally:
-        GlobalHydra.instance().clear()
 
 
 # JAX's notes around an exception whose traceback it filtered, and the separators of chained

@@ -8,7 +8,9 @@ allowed; :mod:`stoixlite.rec_ppo` prints it and exits with status 2 before anyth
 * Group options (also in a multirun's comma lists): the option must be a ``.yaml`` file of the
   group under ``configs/``; the line lists every available option.
 * Everything else (single runs only; a multirun's sweep syntax is Hydra's to expand): the
-  overrides are composed once with Hydra's compose API and its error is cut to one line.
+  overrides are composed once with Hydra's compose API and its error is cut to one line;
+  :func:`composed_or_error` also returns that composed config, so that a script checks and
+  composes in one go.
 """
 
 from __future__ import annotations
@@ -57,21 +59,23 @@ def _one_line(message: str) -> str:
     return "; ".join(lines[:2]) if lines else "invalid command-line override"
 
 
-def compose_error(argv: list[str], config_dir: Path, config_name: str = "config") -> str | None:
-    """One line for an override Hydra cannot apply (single runs; ``None`` in a multirun)."""
+def _composed(
+    argv: list[str], config_dir: Path, config_name: str = "config"
+) -> tuple[DictConfig | None, str | None]:
+    """``(config, None)`` with ``argv`` composed by Hydra, ``(None, one line)`` for an override
+    it cannot apply, ``(None, None)`` where composing is Hydra's business (multirun, flags)."""
     if any(arg in MULTIRUN_FLAGS for arg in argv):
-        return None
+        return None, None
     overrides = [arg for arg in argv if not arg.startswith("-")]
     if len(overrides) != len(argv):  # other Hydra flags (--cfg, --help, ...): Hydra's business
-        return None
+        return None, None
     try:
-        _compose(config_dir, config_name, overrides)
+        return _compose(config_dir, config_name, overrides), None
     except Exception as err:  # Hydra's override, composition and parse errors
         missing = _MISSING_KEY.search(str(err))
         if missing:
-            return _missing_key_error(missing.group(1), overrides, config_dir, config_name)
-        return _one_line(str(err))
-    return None
+            return None, _missing_key_error(missing.group(1), overrides, config_dir, config_name)
+        return None, _one_line(str(err))
 
 
 def _compose(config_dir: Path, config_name: str, overrides: list[str]) -> DictConfig:
@@ -149,8 +153,16 @@ def run_dir_error(argv: list[str]) -> str | None:
 
 def override_error(argv: list[str], config_dir: Path) -> str | None:
     """The first command-line mistake as one line, or ``None`` when Hydra can run ``argv``."""
-    return (
-        group_option_error(argv, config_dir)
-        or run_dir_error(argv)
-        or compose_error(argv, config_dir)
-    )
+    return composed_or_error(argv, config_dir)[1]
+
+
+def composed_or_error(
+    argv: list[str], config_dir: Path, config_name: str = "config"
+) -> tuple[DictConfig | None, str | None]:
+    """:func:`override_error`'s checks, and the config Hydra composes from ``argv`` when they
+    pass (composed once: ``(config, None)``; ``(None, line)`` for the first mistake; ``(None,
+    None)`` for a multirun or Hydra flags, whose composing is Hydra's)."""
+    error = group_option_error(argv, config_dir) or run_dir_error(argv)
+    if error is not None:
+        return None, error
+    return _composed(argv, config_dir, config_name)
