@@ -87,6 +87,17 @@ def assert_same_where_used(traj: Transition, got: jax.Array, want: jax.Array, **
 )
 def test_next_values_equal_the_full_bootstrap_where_gae_uses_them(ends):
     params, traj, carries = synthetic(ends)
+    check_against_full_bootstrap(params, traj, carries)
+
+
+@pytest.mark.parametrize("ends", [{}, {(0, 1): "trunc", (0, 2): "term"}])
+def test_one_step_rollouts_next_values(ends):
+    """``system.rollout_length=1``: there is no step before the last, every value is called."""
+    params, traj, carries = synthetic(ends, t_len=1)
+    check_against_full_bootstrap(params, traj, carries)
+
+
+def check_against_full_bootstrap(params, traj: Transition, carries: jax.Array) -> None:
     want = bootstrap_values(toy_apply, params, traj, carries)
     got = jax.jit(next_values, static_argnums=0)(toy_apply, params, traj, carries)
     assert_same_where_used(traj, got, want, rtol=1e-6, atol=1e-6)
@@ -138,3 +149,14 @@ def test_rollouts_next_values_equal_the_full_bootstrap(env, length, truncations)
         assert np.asarray(traj.last).any()
     for got in (sparse, in_loop):
         assert_same_where_used(traj, got, full, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("network", ["gru", "mlp"])
+def test_training_with_one_step_rollouts(network):
+    """The learn chunk compiles and runs with ``system.rollout_length=1`` (next values of a
+    one-step rollout; stateful and stateless data paths)."""
+    overrides = ["system.rollout_length=1", "system.bptt_length=1", "arch.total_timesteps=12"]
+    exp = build_run(compose_config(ENV_OVERRIDES + overrides + [f"network={network}"]))
+    state = exp.init_state(jax.random.PRNGKey(0))
+    state, metrics = jax.jit(exp.update)(state)
+    assert all(np.isfinite(np.asarray(v)).all() for v in metrics.values())

@@ -187,9 +187,10 @@ def next_values(apply_fn: ApplyFn, params: Any, traj: Transition, carries_after:
     over devices each device evaluates its own envs' rows.
     """
     t, n = traj.reward.shape
-    inner = truncated(traj)[:-1]  # truncations before the last step
+    inner = truncated(traj)[:-1]  # truncations before the last step ([0, N] when T == 1)
     count = jnp.sum(inner, axis=0)
-    rows = jnp.stack([jnp.argmax(inner, axis=0), jnp.full((n,), t - 1)], axis=1)  # [N, 2]
+    first = jnp.argmax(inner, axis=0) if t > 1 else jnp.zeros((n,), jnp.int32)
+    rows = jnp.stack([first, jnp.full((n,), t - 1)], axis=1)  # [N, 2]
 
     def pick(x: jax.Array) -> jax.Array:  # [T, N, ...] -> [N * 2, ...], env-major
         index = rows.T.reshape((2, n) + (1,) * (x.ndim - 2))
