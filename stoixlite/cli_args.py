@@ -94,8 +94,8 @@ def checked_run_config(overrides: Sequence[str]) -> tuple[RunConfig | None, str 
     from stoixlite.run.overrides import MULTIRUN_FLAGS, composed_or_error
 
     overrides = list(overrides)
-    if any(arg.startswith("-") for arg in overrides):
-        flags = [arg for arg in overrides if arg.startswith("-")]
+    flags = [arg for arg in overrides if arg.startswith("-")]
+    if flags:
         multirun = " (a multirun)" if set(flags) & set(MULTIRUN_FLAGS) else ""
         return None, f"{flags[0]} is invalid here{multirun}: give key=value overrides only"
     cfg, error = composed_or_error(overrides, CONFIG_DIR)

@@ -228,11 +228,7 @@ def test_listing_envs_does_not_import_gymnax():
         "make('gymnax/CartPole-v1')\n"
         "assert 'gymnax' in sys.modules\n"
     )
-    checkout = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
-    proc = subprocess.run(
-        [sys.executable, "-c", code], env=checkout, capture_output=True, text=True, timeout=300
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    run_in_checkout(code)
 
 
 def test_importing_stoixlite_does_not_start_a_jax_backend():
@@ -247,6 +243,11 @@ def test_importing_stoixlite_does_not_start_a_jax_backend():
         "    importlib.import_module(info.name)\n"
         "    assert not xla_bridge.backends_are_initialized(), info.name\n"
     )
+    run_in_checkout(code)
+
+
+def run_in_checkout(code: str) -> None:
+    """Run ``code`` in a fresh interpreter importing this checkout; it must exit 0."""
     checkout = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
     proc = subprocess.run(
         [sys.executable, "-c", code], env=checkout, capture_output=True, text=True, timeout=300

@@ -458,10 +458,11 @@ def nearest(key: str, valid: Sequence[str]) -> str | None:
     return close[0] if close else None
 
 
-def unknown_key_hint(prefix: str, key: str, valid: Sequence[str]) -> str:
-    """``unknown key (did you mean <prefix><nearest>?)``, or the valid keys when none is close."""
+def unknown_key_hint(prefix: str, key: str, valid: Sequence[str], suffix: str = "") -> str:
+    """``unknown key (did you mean <prefix><nearest><suffix>?)``, or the valid keys when none is
+    close (``suffix``: the rest of a dotted path below the unknown key)."""
     near = nearest(key, valid)
-    hint = f"did you mean {prefix}{near}?" if near else f"valid keys: {sorted(valid)}"
+    hint = f"did you mean {prefix}{near}{suffix}?" if near else f"valid keys: {sorted(valid)}"
     return f"unknown key ({hint})"
 
 

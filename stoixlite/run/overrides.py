@@ -22,7 +22,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
-from stoixlite.run.config import nearest, unknown_key_hint
+from stoixlite.run.config import unknown_key_hint
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
 _SWEEP_SYNTAX = ("(", "[", "${")
@@ -111,12 +111,9 @@ def _missing_key_error(path: str, overrides: list[str], config_dir: Path, config
         if depth >= 1 and key in group_options(config_dir, parts[0]):
             hint = f"unknown key ({prefix}{key} is set by choosing {parts[0]}={key})"
             return f"{path}={value!r} is invalid: {hint}"
-        valid = [str(k) for k in node]
-        near = nearest(key, valid)
-        if near is not None:
-            suggestion = ".".join([*parts[:depth], near, *parts[depth + 1 :]])
-            return f"{path}={value!r} is invalid: unknown key (did you mean {suggestion}?)"
-        return f"{path}={value!r} is invalid: {unknown_key_hint(prefix, key, valid)}"
+        suffix = "".join(f".{p}" for p in parts[depth + 1 :])
+        hint = unknown_key_hint(prefix, key, [str(k) for k in node], suffix)
+        return f"{path}={value!r} is invalid: {hint}"
     return f"{own} is invalid: unknown key"
 
 
