@@ -5,8 +5,9 @@ subprocess, so peak memory is per row. A timed call is one compiled chunk of ``-
 env steps (``chunk_steps / (envs x steps)`` updates, the program training runs); each row runs a
 warm-up call and ``--repeats`` timed calls, and ``--rounds R`` repeats the whole list of rows R
 times, interleaved (A B A B ...), so that machine load hits every row alike. Reported per row: the
-median and range of all timed calls, their number, compile seconds, peak RSS, the final return
-(mean return of the training episodes of the last timed chunk: evidence that the run learns) and
+median and range of all timed calls, their number, compile seconds, peak memory (process RSS, and
+on a GPU the device's own peak beside it), the final return (mean return of the training episodes
+of the last timed chunk: evidence that the run learns) and
 the 1-minute load average during the row. Rows:
 
 * the matrix ``--networks`` x ``--envs`` x ``--num-envs`` at ``--rollout-length`` (default: every
@@ -362,10 +363,18 @@ def merge_rounds(results: list[dict]) -> dict:
     return row
 
 
+def peak_mib(row: dict) -> str:
+    """The row's peak memory: process RSS, and the accelerator's own peak where it has one
+    (``RSS / device``; on a GPU the RSS holds only the host side)."""
+    rss = f"{row['peak_rss_mb']:,.0f}"
+    device = row.get("peak_device_mb")
+    return rss if device is None else f"{rss} / {device:,.0f}"
+
+
 def markdown(rows: list[dict]) -> str:
     head = (
         "| network | env | envs x steps | devices | SPS median | SPS min-max | n | compile s "
-        "| peak RSS MiB | final return | load | note |"
+        "| peak MiB | final return | load | note |"
     )
     lines = [head, "|" + "---|" * 12]
     for r in rows:
@@ -382,7 +391,7 @@ def markdown(rows: list[dict]) -> str:
             f"| {r['network']} | {r['env']} | {r['num_envs']} x {r['rollout_length']} "
             f"| {r.get('devices', 1)} | {median:,.0f} | {min(sps):,.0f}-{max(sps):,.0f} "
             f"| {len(sps)} "
-            f"| {r['compile_s']:.1f} | {r['peak_rss_mb']:,.0f} | {r['final_return']:.1f} "
+            f"| {r['compile_s']:.1f} | {peak_mib(r)} | {r['final_return']:.1f} "
             f"| {r['load_avg']:.1f} | {r['label']}{failed} |"
         )
     return "\n".join(lines)

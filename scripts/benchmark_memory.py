@@ -9,11 +9,14 @@ runs in its own subprocess so that its peak memory is its own: ``jax.devices()[0
 (``peak_bytes_in_use``) where the backend provides it (GPU/TPU), else the process peak RSS
 (``resource.getrusage``, includes the ~0.3 GB JAX runtime).
 
-Also measured: the rollout step (T = 1, forward only), the latency-bound hot loop of PPO.
+Also measured: the rollout step (T = 1, forward only), the latency-bound hot loop of PPO
+(``--modes train`` leaves it out). The parent process never starts a JAX backend (on a GPU it
+would hold the memory the subprocesses need); the backend and device come from the subprocesses.
 
     python scripts/benchmark_memory.py                       # T in 64, 256, 1024, 4096
     python scripts/benchmark_memory.py --quick               # T in 16, 64 (smoke run)
     python scripts/benchmark_memory.py --out bench.json --models gru ffm
+    python scripts/benchmark_memory.py --lengths 1024 --modes train  # the T = 1024 GPU table
 
 Prints markdown tables and writes JSON (``--out``). Configurations whose memory would exceed
 ``--max-state-mb`` are skipped and reported as such (the estimate: T copies of the carry for the
@@ -90,7 +93,9 @@ def _state_floats(model, batch: int) -> int:
     import jax.numpy as jnp
 
     total = 0
-    for leaf in jax.tree_util.tree_leaves(model.initialize_carry(batch)):
+    # Shapes only (eval_shape): the parent process must not start a backend.
+    carry = jax.eval_shape(lambda: model.initialize_carry(batch))
+    for leaf in jax.tree_util.tree_leaves(carry):
         total += leaf.size * (2 if jnp.iscomplexobj(leaf) else 1)
     return total
 
@@ -167,17 +172,23 @@ def run_one(name: str, scan: str, length: int, batch: int, hidden: int, mode: st
         "peak_mb": peak_mb,
         "memory_source": source,
         "state_mb": _state_floats(model, batch) * 4 * length / 2**20,
+        "backend": jax.default_backend(),
+        "device": str(jax.devices()[0].device_kind),
+        "jax": jax.__version__,
     }
 
 
-def _configs(models, lengths, only_scans=None):
+def _configs(models, lengths, only_scans=None, modes=("rollout", "train")):
+    """``(model, scan, T, mode)`` of every configuration to measure, in order."""
     for name in models:
         for scan in scans(name):
             if only_scans and scan != "-" and scan not in only_scans:
                 continue
-            yield name, scan, 1, "rollout"
-            for length in lengths:
-                yield name, scan, length, "train"
+            if "rollout" in modes:
+                yield name, scan, 1, "rollout"
+            if "train" in modes:
+                for length in lengths:
+                    yield name, scan, length, "train"
 
 
 def _estimate_state_mb(
@@ -254,6 +265,13 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="only these scan strategies of the models that have both (default: both)",
     )
+    ap.add_argument(
+        "--modes",
+        nargs="+",
+        choices=("rollout", "train"),
+        default=("rollout", "train"),
+        help="rollout: the T = 1 forward step; train: forward + backward at each --lengths",
+    )
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--hidden", type=int, default=128)
     ap.add_argument("--reps", type=int, default=5, help="minimum timed runs per configuration")
@@ -291,21 +309,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.out and (error := output_file_error(args.out)):
         ap.error(error)
 
-    import jax
-
     lengths = args.lengths or ([16, 64] if args.quick else [64, 256, 1024, 4096])
     reps = 3 if args.quick else args.reps
+    # This process never starts a JAX backend: on a GPU it would hold the memory the
+    # configurations' subprocesses allocate (JAX preallocates most of the card). The backend,
+    # device and JAX version come from the subprocesses' results.
     hardware = {
         "cpu": _cpu_name(),
         "cpu_count": os.cpu_count(),
-        "backend": jax.default_backend(),
-        "device": str(jax.devices()[0].device_kind),
-        "jax": jax.__version__,
         "python": platform.python_version(),
     }
     print(f"hardware: {hardware}", flush=True)
     results = []
-    for name, scan, length, mode in _configs(models, lengths, args.scans):
+    for name, scan, length, mode in _configs(models, lengths, args.scans, args.modes):
         tag = f"{name:16s} {scan:11s} {mode:7s} T={length:<5d}"
         try:
             state_mb = _estimate_state_mb(name, length, args.batch, args.hidden, scan)
@@ -329,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
             if proc.returncode != 0 or not line:
                 raise RuntimeError(f"rc={proc.returncode}: {last_error_line(proc.stderr)}")
             res = json.loads(line[-1][len("RESULT ") :])
+            hardware.update({k: res.pop(k) for k in ("backend", "device", "jax")})
             print(
                 f"{tag} {res['ms']:10.2f} ms  peak {res['peak_mb']:8.0f} MB  "
                 f"compile {res['compile_s']:.1f} s  ({res['runs']} runs)",
@@ -344,6 +361,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{tag} failed: {res['error']}", flush=True)
         results.append(res)
 
+    print(f"\nhardware: {hardware}")
     print("\n### Training step (forward + backward), ms, median\n")
     print(_pivot(results, lengths, "ms", lambda v: f"{v:.1f}"))
     print("\n### Peak memory, MB\n")

@@ -5,6 +5,7 @@ scan filter and memory estimates."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 
@@ -128,6 +129,11 @@ def test_benchmark_memory_scans_filter_and_memory_estimates():
     }
     seq = list(bench._configs(["mamba", "gru"], [64], ["sequential"]))
     assert {(n, s) for n, s, *_ in seq} == {("mamba", "sequential"), ("gru", "-")}
+    # --modes: the T = 1 rollout step, the training step at each length, or both
+    assert {(t, m) for *_, t, m in both} == {(1, "rollout"), (64, "train")}
+    train = list(bench._configs(["gru"], [64, 256], modes=("train",)))
+    assert train == [("gru", "-", 64, "train"), ("gru", "-", 256, "train")]
+    assert list(bench._configs(["gru"], [64], modes=("rollout",))) == [("gru", "-", 1, "rollout")]
     # scanned models: T copies of the carry (gru: [B, H] floats)
     assert bench._estimate_state_mb("gru", 1024, 64, 128) == pytest.approx(
         1024 * 64 * 128 * 4 / 2**20
@@ -144,6 +150,44 @@ def test_benchmark_memory_scans_filter_and_memory_estimates():
     assert bench._estimate_state_mb("deltanet", 1000, 64, 128) == pytest.approx(
         bench._estimate_state_mb("deltanet", 1008, 64, 128)
     )
+
+
+def test_benchmark_memory_parent_never_starts_a_backend(tmp_path):
+    """The parent process only plans and collects: on a GPU a started backend would hold most of
+    the card's memory (JAX preallocates it) while every configuration's subprocess runs. The
+    backend, device and JAX version in the results' ``hardware`` come from the subprocesses."""
+    out = tmp_path / "bench.json"
+    code = f"""
+import json, subprocess, sys
+sys.path.insert(0, {str(SCRIPTS)!r})
+import benchmark_memory as bench
+from jax._src import xla_bridge
+
+def fake_run(cmd, **kwargs):  # a configuration's subprocess, as if it ran on a GPU
+    if "--single" not in cmd:
+        return subprocess.CompletedProcess(cmd, 0, stdout="", stderr="")
+    name, scan, length, mode = cmd[3:7]
+    res = {{"model": name, "scan": scan, "T": int(length), "mode": mode, "ms": 1.0,
+           "ms_min": 1.0, "runs": 5, "compile_s": 0.5, "peak_mb": 10.0, "state_mb": 1.0,
+           "backend": "gpu", "device": "Fake GPU", "jax": "0.0"}}
+    return subprocess.CompletedProcess(cmd, 0, stdout="RESULT " + json.dumps(res), stderr="")
+
+bench.subprocess.run = fake_run
+argv = ["--models", "gru", "mamba", "mlstm", "transformer", "--lengths", "64", "1024"]
+assert bench.main(argv + ["--out", {str(out)!r}]) == 0
+assert not xla_bridge.backends_are_initialized()
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert {k: result["hardware"][k] for k in ("backend", "device")} == {
+        "backend": "gpu",
+        "device": "Fake GPU",
+    }
+    # measured, or skipped by the parent's own (shape-only) memory estimate
+    assert all("ms" in r or r["status"].startswith("skipped") for r in result["results"])
+    assert any("ms" in r for r in result["results"])
+    assert any("status" in r for r in result["results"])
 
 
 def test_profile_update_counts_the_minibatch_gradient_flops():
@@ -174,3 +218,24 @@ def test_profile_update_counts_the_minibatch_gradient_flops():
         counts[width] = profile.flops(gradient.lower(*args["minibatch gradient"]).compile())
     assert counts[16] > 0
     assert counts[64] > 2 * counts[16]
+
+
+def test_benchmark_table_shows_the_device_peak_beside_the_rss():
+    """On a GPU the process RSS holds only the host side: the row shows ``RSS / device``."""
+    benchmark = load_script("benchmark")
+    row = {
+        "network": "gru",
+        "env": "gymnax/CartPole-v1",
+        "num_envs": 64,
+        "rollout_length": 128,
+        "label": "",
+        "sps_all": [1.0, 3.0, 2.0],
+        "compile_s": 1.0,
+        "peak_rss_mb": 3400.4,
+        "final_return": 9.0,
+        "load_avg": 0.5,
+    }
+    cpu = benchmark.markdown([{**row, "peak_device_mb": None}]).splitlines()[-1]
+    gpu = benchmark.markdown([{**row, "peak_device_mb": 2388.2}]).splitlines()[-1]
+    assert "| 3,400 |" in cpu and "| 3,400 / 2,388 |" in gpu
+    assert "| 2 | 1-3 | 3 |" in gpu  # median, range, runs
