@@ -41,8 +41,8 @@ Combine = Callable[[State, State], State]
 STRATEGIES = ("auto", "associative", "sequential")
 
 # "auto" resolution, from scripts/benchmark_memory.py (docs/memory_models.md): on CPU the
-# sequential scan is faster at every measured length for B = 64, H = 128 (fwd + bwd). On GPU/TPU
-# the associative scan is the default (log depth, the rationale of memoroids); not measured here.
+# sequential scan is faster at every measured length for B = 64, H = 128 (fwd + bwd). On GPU the
+# associative scan is 2.6-17x faster at T = 1024 (H100, docs/benchmarks.md); TPUs: not measured.
 AUTO_SEQUENTIAL_BACKENDS = ("cpu",)
 
 
