@@ -43,6 +43,7 @@ if str(ROOT) not in sys.path:
 
 from stoixlite.cli_args import (  # noqa: E402
     OneLineArgumentParser,
+    compile_for_real,
     fail,
     last_error_line,
     output_file_error,
@@ -112,6 +113,7 @@ def run_one(name: str, scan: str, length: int, batch: int, hidden: int, mode: st
         sys.path.insert(0, str(ROOT))
     from stoixlite.networks.memory import build_memory
 
+    compile_for_real()  # compile_s is a compilation, not a cache load
     kwargs = {"hidden_size": hidden}
     if scan != "-":
         kwargs["scan"] = scan

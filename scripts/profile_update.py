@@ -40,7 +40,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from stoixlite.cli_args import OneLineArgumentParser, output_dir_error  # noqa: E402
+from stoixlite.cli_args import (  # noqa: E402
+    OneLineArgumentParser,
+    compile_for_real,
+    output_dir_error,
+)
 
 
 def phase_programs(exp, updates: int) -> tuple[dict[str, Callable], object]:
@@ -126,6 +130,7 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(error)
     if args.trace and (error := output_dir_error(args.trace, "--trace")):
         parser.error(error)
+    compile_for_real()
     exp = build_run(cfg)
     programs, inputs = phase_programs(exp, args.updates)
     if args.purejaxrl:

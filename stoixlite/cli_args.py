@@ -13,6 +13,9 @@ stderr naming the option or value and what is allowed, exit status 2, before any
   :func:`stoixlite.run.config.parse`), every mistake as one line.
 * :func:`last_error_line`: the line of a failed subprocess's stderr that says what went wrong
   (the exception, not JAX's note on its filtered traceback).
+* :func:`compile_for_real`: the benchmark and profiling scripts' processes compile every program
+  (no JAX persistent compilation cache, which a user's ``JAX_COMPILATION_CACHE_DIR`` would
+  otherwise turn on), so that the compile seconds they report are compilations, not cache loads.
 """
 
 from __future__ import annotations
@@ -129,6 +132,14 @@ def last_error_line(stderr: str, default: str = "failed (no error message)") -> 
         if _EXCEPTION_LINE.match(line):
             return line
     return lines[-1] if lines else default
+
+
+def compile_for_real() -> None:
+    """Turn JAX's persistent compilation cache off in this process (call it before the first
+    compile): a timed compile must compile, not load a cached executable."""
+    import jax
+
+    jax.config.update("jax_enable_compilation_cache", False)
 
 
 def fail(message: str, status: int = BAD_INPUT, prog: str | None = None) -> NoReturn:

@@ -6,6 +6,7 @@ scan filter and memory estimates."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -239,3 +240,29 @@ def test_benchmark_table_shows_the_device_peak_beside_the_rss():
     gpu = benchmark.markdown([{**row, "peak_device_mb": 2388.2}]).splitlines()[-1]
     assert "| 3,400 |" in cpu and "| 3,400 / 2,388 |" in gpu
     assert "| 2 | 1-3 | 3 |" in gpu  # median, range, runs
+
+
+@pytest.mark.parametrize("off", [False, True])
+def test_compile_for_real_keeps_the_persistent_cache_out(off, tmp_path):
+    """With a user's ``JAX_COMPILATION_CACHE_DIR`` the scripts' timed compiles would load cached
+    executables; ``compile_for_real`` turns the cache off (the control run shows it would be
+    written otherwise)."""
+    cache = tmp_path / "cache"
+    code = (
+        "from stoixlite.cli_args import compile_for_real\n"
+        + ("compile_for_real()\n" if off else "")
+        + "import jax, jax.numpy as jnp\n"
+        "jax.jit(lambda x: jnp.sin(x) * 2)(jnp.arange(4.0)).block_until_ready()\n"
+    )
+    env = {
+        **os.environ,
+        "JAX_COMPILATION_CACHE_DIR": str(cache),
+        "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+        "PYTHONPATH": str(SCRIPTS.parent),
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    entries = list(cache.rglob("*")) if cache.exists() else []
+    assert (entries == []) == off, entries
