@@ -99,18 +99,18 @@ def heads_errors(fields: dict[str, Any], default_heads: int) -> list[tuple[str, 
     return []
 
 
-def positive_int_errors(
-    fields: dict[str, Any], defaults: dict[str, Any], high: int | None = None, why: str = ""
+def bounded_int_errors(
+    fields: dict[str, Any], defaults: dict[str, Any], high: int, why: str = ""
 ) -> list[tuple[str, Any, str]]:
-    """Config check: each key of ``defaults`` (value from ``fields`` if given) is an int >= 1
-    (and <= ``high`` if given; ``why`` explains the bound in the message)."""
+    """Config check of a model's own upper bounds: each key of ``defaults`` (value from
+    ``fields`` if given) is an int in ``[1, high]`` (``why`` explains the bound in the message).
+    Positivity alone is the config parser's generic rule for every memory key
+    (``stoixlite/run/config.py``), not repeated by the models."""
     errors = []
     for key, default in defaults.items():
         value = fields.get(key, default)
-        ok = isinstance(value, int) and not isinstance(value, bool) and value >= 1
-        if high is None and not ok:
-            errors.append((key, value, "must be a positive integer"))
-        elif high is not None and not (ok and value <= high):
+        ok = isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= high
+        if not ok:
             errors.append((key, value, f"must be an integer in [1, {high}]{why}"))
     return errors
 

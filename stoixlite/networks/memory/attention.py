@@ -43,7 +43,7 @@ import jax
 import jax.numpy as jnp
 
 from stoixlite.networks.memory import _window, register_memory
-from stoixlite.networks.memory._common import check_inputs, heads_errors, positive_int_errors
+from stoixlite.networks.memory._common import bounded_int_errors, check_inputs, heads_errors
 
 Array = jax.Array
 MAX_MEMORY_LENGTH = 4096  # the longest window the config check accepts
@@ -122,14 +122,11 @@ class WindowedAttention(nn.Module):
 
     @classmethod
     def config_errors(cls, fields: dict[str, Any]) -> list[tuple[str, Any, str]]:
-        errors = heads_errors(fields, cls.num_heads)
-        errors += positive_int_errors(fields, {"num_layers": cls.num_layers})
         why = " (the carry holds 2 x memory_length x hidden_size floats per layer and env)"
         length = {"memory_length": cls.memory_length}
-        errors += positive_int_errors(fields, length, MAX_MEMORY_LENGTH, why)
-        if fields.get("ff_size") is not None:
-            errors += positive_int_errors(fields, {"ff_size": None})
-        return errors
+        return heads_errors(fields, cls.num_heads) + bounded_int_errors(
+            fields, length, MAX_MEMORY_LENGTH, why
+        )
 
     @nn.nowrap
     def initialize_carry(self, batch_size: int) -> AttentionCarry:

@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 
 from stoixlite.networks.memory import register_memory
-from stoixlite.networks.memory._common import heads_errors, positive_int_errors
+from stoixlite.networks.memory._common import heads_errors
 from stoixlite.networks.memory._stack import CellStack
 from stoixlite.networks.memory.mamba import dt_bias_init
 from stoixlite.networks.memory.scan import NEG_INF, chunk_episodes, from_chunks, time_chunks
@@ -171,9 +171,7 @@ class DeltaNet(CellStack):
 
     @classmethod
     def config_errors(cls, fields: dict[str, Any]) -> list[tuple[str, Any, str]]:
-        return heads_errors(fields, cls.num_heads) + positive_int_errors(
-            fields, {"chunk_size": cls.chunk_size}
-        )
+        return heads_errors(fields, cls.num_heads)
 
     @nn.nowrap
     def make_cell(self, layer: int) -> DeltaNetCell:

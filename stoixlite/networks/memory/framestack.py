@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 
 from stoixlite.networks.memory import _window, register_memory
-from stoixlite.networks.memory._common import check_inputs, get_activation, positive_int_errors
+from stoixlite.networks.memory._common import bounded_int_errors, check_inputs, get_activation
 
 Array = jax.Array
 Window = tuple[Array, Array]  # (frames [B, k - 1, H], valid [B, k - 1] bool)
@@ -45,7 +45,7 @@ class FrameStack(nn.Module):
     @classmethod
     def config_errors(cls, fields: dict[str, Any]) -> list[tuple[str, Any, str]]:
         limit, why = _window.MAX_STACKED_STEPS, _window.STACK_LIMIT_WHY
-        return positive_int_errors(fields, {"frames": cls.frames}, limit, why)
+        return bounded_int_errors(fields, {"frames": cls.frames}, limit, why)
 
     @nn.nowrap
     def initialize_carry(self, batch_size: int) -> Window:

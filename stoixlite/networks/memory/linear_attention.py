@@ -28,7 +28,7 @@ import jax.numpy as jnp
 
 from stoixlite.networks.dense import Dense
 from stoixlite.networks.memory import register_memory
-from stoixlite.networks.memory._common import heads_errors, positive_int_errors
+from stoixlite.networks.memory._common import heads_errors
 from stoixlite.networks.memory._memoroid import MemoroidCell, MemoroidStack
 
 Array = jax.Array
@@ -104,6 +104,4 @@ class LinearAttention(MemoroidStack):
 
     @classmethod
     def config_errors(cls, fields: dict[str, Any]) -> list[tuple[str, Any, str]]:
-        return heads_errors(fields, cls.num_heads) + positive_int_errors(
-            fields, {"key_size": cls.key_size}
-        )
+        return heads_errors(fields, cls.num_heads)

@@ -45,7 +45,7 @@ import jax
 import jax.numpy as jnp
 
 from stoixlite.networks.memory import _window, register_memory
-from stoixlite.networks.memory._common import positive_int_errors
+from stoixlite.networks.memory._common import bounded_int_errors
 from stoixlite.networks.memory._stack import ScannedStack
 from stoixlite.networks.memory.scan import (
     linear_recurrence_combine,
@@ -259,14 +259,8 @@ class Mamba(ScannedStack):
     @classmethod
     def config_errors(cls, fields: dict[str, Any]) -> list[tuple[str, Any, str]]:
         """Impossible settings as ``(key, value, what is allowed)``, checked before compiling."""
-        keys = ("state_size", "expand")
-        errors = positive_int_errors(fields, {k: getattr(cls, k) for k in keys})
         limit, why = _window.MAX_STACKED_STEPS, _window.STACK_LIMIT_WHY
-        errors += positive_int_errors(fields, {"conv_size": cls.conv_size}, limit, why)
-        rank = fields.get("dt_rank")
-        if rank is not None and not (isinstance(rank, int) and rank >= 1):
-            errors.append(("dt_rank", rank, "must be a positive integer or null"))
-        return errors
+        return bounded_int_errors(fields, {"conv_size": cls.conv_size}, limit, why)
 
     @nn.nowrap
     def _inner(self) -> int:

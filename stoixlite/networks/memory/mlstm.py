@@ -42,7 +42,7 @@ import jax
 import jax.numpy as jnp
 
 from stoixlite.networks.memory import register_memory
-from stoixlite.networks.memory._common import heads_errors, positive_int_errors
+from stoixlite.networks.memory._common import heads_errors
 from stoixlite.networks.memory._memoroid import MemoroidCell, MemoroidStack
 from stoixlite.networks.memory.scan import (
     NEG_INF,
@@ -230,6 +230,4 @@ class MLSTM(MemoroidStack):
 
     @classmethod
     def config_errors(cls, fields: dict[str, Any]) -> list[tuple[str, Any, str]]:
-        return heads_errors(fields, cls.num_heads) + positive_int_errors(
-            fields, {"chunk_size": cls.chunk_size}
-        )
+        return heads_errors(fields, cls.num_heads)
