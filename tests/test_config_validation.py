@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import compose_config
 
-from stoixlite.run.config import ConfigError, parse
+from stoixlite.run.config import KEPT_BUDGET_SHARE, ConfigError, chunk_split, parse
 
 
 def test_default_config_is_valid():
@@ -131,12 +131,42 @@ def test_every_error_is_reported_on_its_own_line():
 
 
 def test_budget_that_does_not_divide_says_what_runs():
-    # 300,000 steps of 64 envs x 128 steps = 36 whole updates; 20 chunks of 1 update run.
+    # 300,000 steps of 64 envs x 128 steps = 36 whole updates: 20 chunks of 1 update would train
+    # 20; 18 chunks of 2 train all 36.
     run = parse(compose_config(["arch.total_timesteps=300000"]))
-    assert run.total_steps == 20 * 64 * 128 == run.ppo.num_updates * run.steps_per_update
+    assert (run.num_chunks, run.ppo.updates_per_chunk) == (18, 2)
+    assert run.total_steps == 36 * 64 * 128 == run.ppo.num_updates * run.steps_per_update
     note = run.budget_note()
     assert note is not None and "300000" in note and str(run.total_steps) in note
+    assert "18 chunks x 2 updates" in note and "arch.num_evaluations=20" in note
     assert parse(compose_config(["arch.total_timesteps=163840"])).budget_note() is None
+    # 2M: 244 whole updates, 20 chunks of 12 keep 98 %: the evaluations stay as configured
+    run = parse(compose_config(["arch.total_timesteps=2e6"]))
+    assert (run.num_chunks, run.ppo.updates_per_chunk, run.total_steps) == (20, 12, 1966080)
+    assert "arch.num_evaluations=20 " not in run.budget_note()
+    # fewer whole updates than evaluations: one chunk per update, the budget kept
+    run = parse(compose_config(["arch.total_timesteps=50000"]))
+    assert (run.num_chunks, run.ppo.updates_per_chunk) == (6, 1)
+    assert "fewer than arch.num_evaluations" in run.budget_note()
+
+
+@pytest.mark.parametrize("max_chunks", [1, 2, 5, 20, 40])
+def test_chunk_split_keeps_the_budget_and_the_most_chunks(max_chunks):
+    for updates in range(1, 400):
+        chunks, per = chunk_split(updates, max_chunks)
+        assert 1 <= chunks <= max_chunks and per >= 1
+        assert chunks * per <= updates
+        assert chunks * per >= KEPT_BUDGET_SHARE * updates  # at most 5 % of the budget lost
+        # no larger number of equal chunks keeps that share
+        for more in range(chunks + 1, min(max_chunks, updates) + 1):
+            assert more * (updates // more) < KEPT_BUDGET_SHARE * updates
+        if updates >= max_chunks and updates % max_chunks == 0:
+            assert (chunks, per) == (max_chunks, updates // max_chunks)
+
+
+def test_budget_below_one_update_is_refused():
+    with pytest.raises(ConfigError, match="at least one update .* = 8192 steps"):
+        parse(compose_config(["arch.total_timesteps=8000"]))
 
 
 def test_network_config_keeps_memory_keys_typed_and_round_trips():

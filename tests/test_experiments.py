@@ -305,3 +305,23 @@ def test_resume_refuses_other_chunks_and_extends_with_the_same_chunk_size(
     )
     assert read_jsonl(run_dir / "metrics.jsonl") == records
     assert (run_dir / "config.yaml").read_text() == extended
+
+
+def test_resume_refuses_a_checkpoint_counted_in_other_chunks(tmp_path, uninterrupted):
+    """The checkpoint's learner has trained ``update_step`` updates in ``chunk`` chunks; a
+    saved config whose chunks are of another size (written by hand here; or by a stoixlite
+    whose chunk split differed) is refused in one line, and nothing is written."""
+    _, full_dir, _ = uninterrupted
+    run_dir = tmp_path / "run"
+    shutil.copytree(full_dir, run_dir)
+    config = run_dir / "config.yaml"
+    edited = OmegaConf.load(config)
+    edited.arch.total_timesteps = 384  # 3 chunks of 2 updates, but the checkpoint has 1 each
+    OmegaConf.save(edited, config)
+    saved, metrics = config.read_text(), (run_dir / "metrics.jsonl").read_text()
+    with pytest.raises(ConfigError) as err:
+        train(resume_config(compose_config(RUN), run_dir, []), run_dir, resume=True)
+    message = str(err.value)
+    assert len(message.splitlines()) == 1
+    assert "holds 3 updates in 3 chunks, not chunks of 2 updates" in message
+    assert config.read_text() == saved and (run_dir / "metrics.jsonl").read_text() == metrics

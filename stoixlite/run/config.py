@@ -185,6 +185,22 @@ class ArchConfig:
         return [self.seed + k for k in range(self.num_seeds)]
 
 
+# Equal chunks of whole updates rarely fit a budget exactly: the run keeps arch.num_evaluations
+# while that trains at least this share of the budget's updates, else takes fewer chunks.
+KEPT_BUDGET_SHARE = 0.95
+
+
+def chunk_split(num_updates: int, max_chunks: int) -> tuple[int, int]:
+    """``(chunks, updates per chunk)``: ``num_updates`` whole updates (>= 1) in at most
+    ``max_chunks`` equal chunks, the most chunks that train at least :data:`KEPT_BUDGET_SHARE`
+    of them (``max_chunks`` whenever it does). E.g. 36 updates, at most 20 chunks: 18 x 2
+    (20 x 1 would train 20); 244 updates: 20 x 12 = 240; 6 updates: 6 x 1."""
+    for chunks in range(min(max_chunks, num_updates), 1, -1):
+        if chunks * (num_updates // chunks) >= KEPT_BUDGET_SHARE * num_updates:
+            return chunks, num_updates // chunks
+    return 1, max(1, num_updates)  # below one update: refused by the parser's budget check
+
+
 @dataclass(frozen=True, kw_only=True)
 class SystemConfig:
     """The PPO hyperparameters (``configs/system``); with the arch budget they make a
@@ -377,10 +393,20 @@ class RunConfig:
             raise ConfigError(errors)
 
     @property
+    def num_updates(self) -> int:
+        """Whole updates in ``arch.total_timesteps``."""
+        return self.arch.total_timesteps // self.steps_per_update
+
+    @property
+    def num_chunks(self) -> int:
+        """Compiled learn chunks of the run (an evaluation after each): ``arch.num_evaluations``
+        unless fewer equal chunks keep more of the budget (:func:`chunk_split`)."""
+        return chunk_split(self.num_updates, self.arch.num_evaluations)[0]
+
+    @property
     def ppo(self) -> PPOConfig:
-        """The static PPO config; updates are split evenly into ``arch.num_evaluations`` chunks."""
-        num_updates = self.arch.total_timesteps // self.steps_per_update
-        updates_per_chunk = max(1, num_updates // self.arch.num_evaluations)
+        """The static PPO config; the budget's whole updates in :attr:`num_chunks` equal chunks."""
+        num_chunks, updates_per_chunk = chunk_split(self.num_updates, self.arch.num_evaluations)
         from stoixlite.networks.memory import is_stateless
 
         given = {f.name: getattr(self.system, f.name) for f in dataclasses.fields(self.system)}
@@ -392,7 +418,7 @@ class RunConfig:
             **{f.name: given[f.name] for f in dataclasses.fields(PPOConfig) if f.name in given},
             transitions=transitions,
             num_envs=self.arch.num_envs,
-            num_updates=updates_per_chunk * self.arch.num_evaluations,
+            num_updates=updates_per_chunk * num_chunks,
             updates_per_chunk=updates_per_chunk,
         )
 
@@ -403,19 +429,27 @@ class RunConfig:
 
     def budget_note(self) -> str | None:
         """One line when ``arch.total_timesteps`` does not divide into whole updates and chunks
-        (the run then trains :attr:`total_steps`), else ``None``."""
-        if self.total_steps == self.arch.total_timesteps:
+        (the run then trains :attr:`total_steps`) or runs fewer chunks than
+        ``arch.num_evaluations``, else ``None``."""
+        fewer = self.num_chunks != self.arch.num_evaluations
+        if self.total_steps == self.arch.total_timesteps and not fewer:
             return None
+        evaluations, updates, why = self.arch.num_evaluations, self.num_updates, ""
+        if updates < evaluations:
+            why = f"; the budget holds {updates} whole updates, fewer than arch.num_evaluations"
+        elif fewer:
+            kept = updates // evaluations * evaluations * self.steps_per_update
+            why = f"; arch.num_evaluations={evaluations} equal chunks would train {kept} steps"
         return (
             f"arch.total_timesteps={self.arch.total_timesteps} runs {self.total_steps} steps: "
-            f"{self.chunking} (arch.num_envs x system.rollout_length)"
+            f"{self.chunking} (arch.num_envs x system.rollout_length){why}"
         )
 
     @property
     def chunking(self) -> str:
         """``"<chunks> chunks x <updates per chunk> updates x <steps per update> steps"``."""
         return (
-            f"{self.arch.num_evaluations} chunks x {self.ppo.updates_per_chunk} updates x "
+            f"{self.num_chunks} chunks x {self.ppo.updates_per_chunk} updates x "
             f"{self.steps_per_update} steps"
         )
 
@@ -722,12 +756,12 @@ def _check_budget(errors: _Errors, run: RunConfig) -> None:
             arch.num_seeds,
             f"the seeds arch.seed + k for k < arch.num_seeds must stay <= {INT_LIMIT}",
         )
-    if arch.total_timesteps // run.steps_per_update < arch.num_evaluations:
+    if arch.total_timesteps < run.steps_per_update:
         errors.add(
             "arch.total_timesteps",
             arch.total_timesteps,
-            f"must be at least arch.num_evaluations x num_envs x rollout_length = "
-            f"{arch.num_evaluations * run.steps_per_update}",
+            f"must be at least one update of arch.num_envs x system.rollout_length = "
+            f"{run.steps_per_update} steps",
         )
     if arch.num_devices is not None and not errors:
         _check_device_split(errors, run, arch.num_devices)

@@ -1,6 +1,7 @@
 """The host loop of a training run: compiled learn chunks, evaluation, one record per chunk.
 
-``train(cfg, run_dir)`` runs ``arch.num_evaluations`` chunks (fewer with an early stop: once the
+``train(cfg, run_dir)`` runs ``cfg.num_chunks`` chunks: ``arch.num_evaluations``, or fewer equal
+chunks where those keep more of the budget (fewer also with an early stop: once the
 mean eval return reaches ``arch.target_return``, when set, the run saves a checkpoint and ends).
 After each chunk it checks that the
 losses and parameters are finite (a non-finite chunk is discarded and the run stops or rolls back,
@@ -45,6 +46,7 @@ from stoixlite.run.overrides import held_outputs, run_dir_in_use
 from stoixlite.run.resume import (
     CONFIG_FILE,
     HostState,
+    check_restored_chunks,
     check_resumed_chunks,
     checkpoint_tree,
     load_run_config,
@@ -91,12 +93,13 @@ def train(
     if held:  # a new run would append to its records and mix its checkpoints with them
         raise RunDirInUseError(run_dir_in_use(run_dir, held))
     run_dir.mkdir(parents=True, exist_ok=True)
-    num_chunks, seeds = cfg.arch.num_evaluations, cfg.arch.num_seeds
+    num_chunks, seeds = cfg.num_chunks, cfg.arch.num_seeds
     recorder = Recorder(cfg, run_dir, resume, run.steps_per_chunk * num_chunks, primary)
     host = HostState()
     if resume:
         assert recorder.checkpointer is not None
         state, key, host, step = restore(run, recorder.checkpointer)
+        check_restored_chunks(run, state, host, run_dir)
         if primary:
             print(f"resuming {run_dir} from checkpoint {step} (chunk {host.chunk})")
     else:

@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from stoixlite.run.build import Run, build_run
 from stoixlite.run.config import ConfigError, RunConfig, parse
+from stoixlite.run.sharding import to_host
 from stoixlite.tracking.checkpointing import (
     Checkpointer,
     check_resumable,
@@ -55,6 +56,25 @@ def restore(
     default, or ``"best"``), restored into the structure of ``run``'s initial state."""
     tree, host, step = ckpt.restore(checkpoint_tree(*run.init()), step)
     return tree["learner"], tree["host_key"], HostState(**host), step
+
+
+def check_restored_chunks(run: Run, state: Any, host: HostState, run_dir: Path) -> None:
+    """One-line :class:`ConfigError` unless the restored learner has trained exactly
+    ``host.chunk`` chunks of this run's ``updates_per_chunk`` updates (``update_step``), i.e.
+    the checkpoint counts chunks of the size this config gives (a checkpoint of a stoixlite
+    whose chunk split differed, or of a config edited by hand, would be read in other units)."""
+    updates = int(to_host(state.update_step).reshape(-1)[0])  # the same for every seed
+    per_chunk = run.ppo.updates_per_chunk
+    if updates == host.chunk * per_chunk:
+        return
+    raise ConfigError(
+        [
+            f"resume={run_dir}: its checkpoint holds {updates} updates in {host.chunk} chunks, "
+            f"not chunks of {per_chunk} updates as {run.config.chunking} gives: set "
+            "arch.total_timesteps and arch.num_evaluations so that a chunk keeps its size, or "
+            "start a new run instead"
+        ]
+    )
 
 
 def resume_config(composed: DictConfig, run_dir: Path, overrides: list[str]) -> DictConfig:

@@ -111,7 +111,7 @@ class Recorder:
         (a dataclass) when due: every ``checkpoint.every`` chunks, after the last, or when
         ``stopping``."""
         ck = self.cfg.checkpoint
-        last = chunk == self.cfg.arch.num_evaluations
+        last = chunk == self.cfg.num_chunks
         due = ck.enabled and (chunk % ck.every == 0 or last)
         if self.checkpointer is not None and (due or stopping):
             eval_return = self.last.get("eval/episode_return")
