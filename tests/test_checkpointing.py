@@ -66,6 +66,28 @@ def test_round_trip_exact(tmp_path, exp_and_state):
     ckpt.close()
 
 
+def test_round_trip_with_empty_leaves(tmp_path):
+    """Leaves with no elements (framestack with one frame keeps no previous frames; zero-sized
+    extras in general) are not stored, which orbax refuses, and come back with their shapes
+    (found by an independent sweep: the run crashed at its first checkpoint)."""
+    cfg = compose_config(TINY + ["network=framestack", "network.frames=1"])
+    exp = build_run(cfg)
+    state, _ = exp.learn(exp.init_state(jax.random.PRNGKey(3)))
+    empty = {"none": jnp.zeros((4, 0, 3)), "also": np.zeros((0,), np.int32)}
+    assert any(x.size == 0 for x in jax.tree.leaves(state))
+    tree = {"learner": state, **empty}
+    with Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg)) as ckpt:
+        assert ckpt.save(1, tree, {"chunk": 1}, eval_return=0.5)
+        template = {"learner": exp.init_state(jax.random.PRNGKey(0)), **empty}
+        restored, _, step = ckpt.restore(template)
+        assert step == 1
+        assert_trees_identical(restored, tree)
+        assert ckpt.newest_intact(template=None)[0] == 1  # reads back without a template too
+    a, _ = exp.learn(jax.tree.map(jnp.array, state))
+    b, _ = exp.learn(restored["learner"])
+    assert_trees_identical(a, b)
+
+
 def test_keep_last_and_best(tmp_path, exp_and_state):
     cfg, _, state = exp_and_state
     ckpt = Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg), keep_last=2, keep_best=True)

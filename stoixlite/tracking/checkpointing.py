@@ -200,26 +200,36 @@ def _leaf_meta(path: Any, leaf: Any) -> dict[str, Any]:
     return entry
 
 
+def _is_empty(shape: Any) -> bool:
+    """A leaf with no elements (e.g. the frame stack of ``framestack.frames=1``): orbax cannot
+    store one, and nothing needs storing; its metadata alone restores it."""
+    return math.prod(shape) == 0
+
+
 def pack_state(state: Any) -> tuple[dict[str, jax.Array], list[dict[str, Any]]]:
     """Flatten a pytree into ``{leaf_i: array}`` (typed keys as their raw key data, every array
     kept where it lives: a sharded global array stays sharded, so each process saves its own
-    shards) plus per-leaf metadata (path, shape, dtype, key implementation for typed keys)."""
+    shards; leaves with no elements left out) plus per-leaf metadata (path, shape, dtype, key
+    implementation for typed keys) of every leaf."""
     leaves_with_path, _ = jax.tree_util.tree_flatten_with_path(state)
     arrays: dict[str, jax.Array] = {}
     meta: list[dict[str, Any]] = []
     for i, (path, leaf) in enumerate(leaves_with_path):
         meta.append(_leaf_meta(path, leaf))
-        arrays[_leaf_name(i)] = jax.random.key_data(leaf) if _is_typed_key(leaf) else leaf
+        if not _is_empty(meta[-1]["shape"]):
+            arrays[_leaf_name(i)] = jax.random.key_data(leaf) if _is_typed_key(leaf) else leaf
     return arrays, meta
 
 
 def restore_targets(template: Any) -> dict[str, Any]:
     """What each leaf of ``template`` is restored as: a ``ShapeDtypeStruct`` with the template
     leaf's sharding (a checkpoint written on other devices is resharded onto these), or a host
-    array for host leaves."""
+    array for host leaves (none for leaves with no elements, which are not stored)."""
     out: dict[str, Any] = {}
     for i, leaf in enumerate(jax.tree_util.tree_leaves(template)):
         raw = jax.random.key_data(leaf) if _is_typed_key(leaf) else leaf
+        if _is_empty(np.shape(raw)):
+            continue
         if isinstance(raw, jax.Array):
             out[_leaf_name(i)] = jax.ShapeDtypeStruct(raw.shape, raw.dtype, sharding=raw.sharding)
         else:
@@ -254,6 +264,9 @@ def unpack_state(
                     f"run expects {expected.get(field)} at {expected['path']}"
                 )
         if check_only:
+            continue
+        if _is_empty(saved["shape"]):  # not stored: the template's (empty) leaf as it is
+            out.append(leaves[i])
             continue
         value = arrays[_leaf_name(i)]
         if "key_impl" in saved:
@@ -468,6 +481,7 @@ class Checkpointer:
             targets = {
                 _leaf_name(i): np.zeros(m["shape"], dtype=np.dtype(m["dtype"]))
                 for i, m in enumerate(meta)
+                if not _is_empty(m["shape"])
             }
         restored = self._manager.restore(
             step, args=ocp.args.Composite(state=ocp.args.StandardRestore(targets))
