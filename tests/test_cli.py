@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from conftest import TINY, compose_config
 
-from stoixlite.rec_ppo import train
+from stoixlite.rec_ppo import _resume_in_place, train
 from stoixlite.tracking.jsonl import read_jsonl
 
 
@@ -67,3 +67,43 @@ def test_cli_runs_from_any_directory(tmp_path):
     assert "final eval return" in proc.stdout
     assert len(read_jsonl(run_dir / "metrics.jsonl")) == 2
     assert (run_dir / ".hydra" / "config.yaml").exists()
+
+    # A resume logs into the run's own directory: no new (empty) output directory beside it,
+    # and the run's .hydra/ as its first start wrote it.
+    hydra_files = {p.name: p.read_text() for p in (run_dir / ".hydra").iterdir()}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "stoixlite.rec_ppo",
+            "resume=run",
+            "arch.total_timesteps=256",
+            "arch.num_evaluations=4",
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl")] == [64, 128, 192, 256]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+    assert {p.name: p.read_text() for p in (run_dir / ".hydra").iterdir()} == hydra_files
+
+
+def test_resume_in_place_overrides(tmp_path):
+    odd = tmp_path / "it's a run"
+    odd.mkdir()
+    assert _resume_in_place([f"resume={odd}"]) == [
+        f"hydra.run.dir='{str(odd).replace(chr(39), chr(92) + chr(39))}'",
+        "hydra.output_subdir=null",
+    ]
+    assert _resume_in_place([f"resume={tmp_path}", "system.lr=1e-3"])[0] == (
+        f"hydra.run.dir={tmp_path}"
+    )
+    # left to Hydra: a multirun, an explicit run dir, a directory that does not exist
+    assert _resume_in_place(["-m", f"resume={tmp_path}"]) == []
+    assert _resume_in_place([f"resume={tmp_path}", "hydra.run.dir=x"]) == []
+    assert _resume_in_place([f"resume={tmp_path / 'missing'}"]) == []
+    assert _resume_in_place(["resume="]) == []
