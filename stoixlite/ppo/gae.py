@@ -30,9 +30,14 @@ def gae_advantages(
     next_value: jax.Array,
     gamma: float,
     gae_lambda: float,
-    unroll: int = 16,
+    unroll: int = 1,
 ) -> tuple[jax.Array, jax.Array]:
-    """Return ``(advantages, returns)`` of shape ``[T, ...]``; ``returns = advantages + value``."""
+    """Return ``(advantages, returns)`` of shape ``[T, ...]``; ``returns = advantages + value``.
+
+    ``unroll``: of the reverse ``lax.scan``. 1 is fastest on CPU: unrolled by 16, XLA fused each
+    step's output with its predecessors' (a triangle of recomputed steps): 3x slower alone
+    (T = 128, 4 and 64 envs), 11 % more instructions and ~1 s more compile in the mission's
+    learn program, identical results (docs/benchmarks.md, 2026-11-25)."""
     delta = reward + gamma * discount * next_value - value
     trace = gamma * gae_lambda * discount * (1.0 - last.astype(reward.dtype))
 
