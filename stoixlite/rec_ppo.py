@@ -162,36 +162,15 @@ def _output_dir_error(argv: list[str]) -> str | None:
 def cli(argv: list[str] | None = None) -> None:
     """The command line: overrides checked first (one line, exit 2, :mod:`stoixlite.run.overrides`),
     then :func:`main` under Hydra."""
-    from stoixlite.run.overrides import override_error
+    from stoixlite.run.overrides import override_error, resume_in_place
 
     argv = sys.argv[1:] if argv is None else argv
     error = override_error(argv, CONFIG_DIR) or _output_dir_error(argv)
     if error is not None:
         print(f"config error: {error}", file=sys.stderr)
         sys.exit(2)
-    sys.argv = [sys.argv[0], *argv, *_resume_in_place(argv)]
+    sys.argv = [sys.argv[0], *argv, *resume_in_place(argv)]
     main()
-
-
-def _resume_in_place(argv: list[str]) -> list[str]:
-    """Hydra overrides that make a single ``resume=<run dir>`` run log into that directory
-    (its ``rec_ppo.log`` appended to) instead of creating a new, otherwise empty output
-    directory, and leave the run's ``.hydra/`` as its first start wrote it. None for a multirun,
-    an explicit ``hydra.run.dir`` or a directory that does not exist (which the run refuses)."""
-    if {"-m", "--multirun"} & set(argv) or any(a.startswith("hydra.run.dir=") for a in argv):
-        return []
-    resumes = [a.partition("=")[2] for a in argv if a.startswith("resume=")]
-    if len(resumes) != 1 or not resumes[0] or not Path(resumes[0]).expanduser().is_dir():
-        return []
-    run_dir = Path(resumes[0]).expanduser().resolve()
-    return [f"hydra.run.dir={_quoted(str(run_dir))}", "hydra.output_subdir=null"]
-
-
-def _quoted(value: str) -> str:
-    """``value`` as a Hydra override value (quoted if it holds characters Hydra parses)."""
-    if all(c.isalnum() or c in "/._-~" for c in value):
-        return value
-    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 if __name__ == "__main__":

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import TINY, compose_config
 
-from stoixlite.rec_ppo import _resume_in_place, train
+from stoixlite.rec_ppo import train
+from stoixlite.run.overrides import resume_in_place
 from stoixlite.tracking.jsonl import read_jsonl
 
 
@@ -92,18 +93,21 @@ def test_cli_runs_from_any_directory(tmp_path):
     assert {p.name: p.read_text() for p in (run_dir / ".hydra").iterdir()} == hydra_files
 
 
-def test_resume_in_place_overrides(tmp_path):
+def test_resume_in_place_overrides(tmp_path, monkeypatch):
     odd = tmp_path / "it's a run"
     odd.mkdir()
-    assert _resume_in_place([f"resume={odd}"]) == [
+    assert resume_in_place([f"resume={odd}"]) == [
         f"hydra.run.dir='{str(odd).replace(chr(39), chr(92) + chr(39))}'",
         "hydra.output_subdir=null",
     ]
-    assert _resume_in_place([f"resume={tmp_path}", "system.lr=1e-3"])[0] == (
+    assert resume_in_place([f"resume={tmp_path}", "system.lr=1e-3"])[0] == (
         f"hydra.run.dir={tmp_path}"
     )
     # left to Hydra: a multirun, an explicit run dir, a directory that does not exist
-    assert _resume_in_place(["-m", f"resume={tmp_path}"]) == []
-    assert _resume_in_place([f"resume={tmp_path}", "hydra.run.dir=x"]) == []
-    assert _resume_in_place([f"resume={tmp_path / 'missing'}"]) == []
-    assert _resume_in_place(["resume="]) == []
+    assert resume_in_place(["-m", f"resume={tmp_path}"]) == []
+    assert resume_in_place([f"resume={tmp_path}", "hydra.run.dir=x"]) == []
+    assert resume_in_place([f"resume={tmp_path / 'missing'}"]) == []
+    assert resume_in_place(["resume="]) == []
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "null").mkdir()  # resume=null is Hydra's None, not a directory named null
+    assert resume_in_place(["resume=null"]) == []

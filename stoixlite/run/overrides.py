@@ -135,17 +135,46 @@ def run_dir_in_use(run_dir: Path, held: list[str]) -> str:
     )
 
 
+def _single_run_values(argv: list[str]) -> dict[str, str] | None:
+    """``{key: value}`` of the ``key=value`` arguments of a single run; ``None`` for a
+    multirun."""
+    if any(arg in MULTIRUN_FLAGS for arg in argv):
+        return None
+    return dict(arg.split("=", 1) for arg in argv if "=" in arg and not arg.startswith("-"))
+
+
 def run_dir_error(argv: list[str]) -> str | None:
     """One line when a new single run names (``hydra.run.dir=``) a directory holding a run:
     caught before Hydra writes its ``.hydra/`` files there (the training loop checks again)."""
-    if any(arg in MULTIRUN_FLAGS for arg in argv):
+    values = _single_run_values(argv)
+    if values is None or values.get("resume", "null") not in ("", "null"):
         return None
-    values = dict(arg.split("=", 1) for arg in argv if "=" in arg and not arg.startswith("-"))
-    if values.get("resume", "null") not in ("", "null") or "hydra.run.dir" not in values:
+    if "hydra.run.dir" not in values:
         return None
     run_dir = Path(values["hydra.run.dir"]).expanduser()
     held = held_outputs(run_dir)
     return run_dir_in_use(run_dir, held) if held else None
+
+
+def resume_in_place(argv: list[str]) -> list[str]:
+    """Hydra overrides that make a single ``resume=<run dir>`` run log into that directory
+    (its ``rec_ppo.log`` appended to) instead of creating a new, otherwise empty output
+    directory, and leave the run's ``.hydra/`` as its first start wrote it. None for a multirun,
+    an explicit ``hydra.run.dir`` or a directory that does not exist (which the run refuses)."""
+    values = _single_run_values(argv)
+    if values is None or "hydra.run.dir" in values or values.get("resume", "") in ("", "null"):
+        return []
+    run_dir = Path(values["resume"]).expanduser()
+    if not run_dir.is_dir():
+        return []
+    return [f"hydra.run.dir={_quoted(str(run_dir.resolve()))}", "hydra.output_subdir=null"]
+
+
+def _quoted(value: str) -> str:
+    """``value`` as a Hydra override value (quoted if it holds characters Hydra parses)."""
+    if all(c.isalnum() or c in "/._-~" for c in value):
+        return value
+    return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def override_error(argv: list[str], config_dir: Path) -> str | None:
