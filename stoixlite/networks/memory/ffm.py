@@ -38,6 +38,7 @@ import jax.numpy as jnp
 from stoixlite.networks.dense import Dense
 from stoixlite.networks.memory import register_memory
 from stoixlite.networks.memory._memoroid import MemoroidCell, MemoroidStack
+from stoixlite.networks.memory.decay_scan import decay_scan, steps_since_start
 
 Array = jax.Array
 FFMState = tuple[Array, Array]  # (trace [..., m, c] complex64, steps [...] int32)
@@ -79,8 +80,12 @@ class FFMCell(MemoroidCell):
     def identity(self, batch_size: int) -> FFMState:
         return ffm_identity(batch_size, self.trace_size, self.context_size)
 
+    def log_gamma(self) -> Array:
+        """``log gamma = -|alpha| + i omega``, ``[m, c]`` complex."""
+        return jax.lax.complex(-jnp.abs(self.decay)[:, None], self.frequency[None, :])
+
     def operator(self) -> Callable[[FFMState, FFMState], FFMState]:
-        log_gamma = jax.lax.complex(-jnp.abs(self.decay)[:, None], self.frequency[None, :])
+        log_gamma = self.log_gamma()
 
         def combine(a: FFMState, b: FFMState) -> FFMState:
             (sa, i), (sb, j) = a, b
@@ -91,7 +96,7 @@ class FFMCell(MemoroidCell):
 
     def step_operator(self) -> Callable[[FFMState, FFMState], FFMState]:
         """Right operand = one step (``j == 1``): ``gamma`` once instead of ``exp(j log gamma)``."""
-        gamma = jnp.exp(jax.lax.complex(-jnp.abs(self.decay)[:, None], self.frequency[None, :]))
+        gamma = jnp.exp(self.log_gamma())
 
         def combine_step(a: FFMState, b: FFMState) -> FFMState:
             (sa, i), (sb, j) = a, b
@@ -103,6 +108,21 @@ class FFMCell(MemoroidCell):
         gated = self.pre(x) * jax.nn.sigmoid(self.gate_in(x))  # [T, B, m]
         trace = jnp.broadcast_to(gated[..., None], (*gated.shape, self.context_size))
         return trace.astype(jnp.complex64), jnp.ones(x.shape[:2], jnp.int32)
+
+    def __call__(
+        self, carry: FFMState, x: Array, start: Array, strategy: str
+    ) -> tuple[FFMState, Array]:
+        """The memoroid call; the sequential strategy (T > 1) runs the trace's recurrence
+        ``S_t = gamma S_{t-1} + x~_t 1_c^T`` (time-invariant ``gamma``) as a
+        :func:`~stoixlite.networks.memory.decay_scan.decay_scan` with its own gradient, and counts
+        the steps after the loop; same states, final carry and gradients as the monoid scan."""
+        if strategy != "sequential" or x.shape[0] == 1:
+            return super().__call__(carry, x, start, strategy)
+        trace0, steps0 = carry
+        elems, _ = self.elements(x)
+        trace = decay_scan(jnp.exp(self.log_gamma()), elems, start, trace0)
+        final = (trace[-1], steps_since_start(steps0, start))
+        return final, self.readout((trace, None), x)
 
     def readout(self, states: FFMState, x: Array) -> Array:
         trace, _ = states

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 from stoixlite.networks.dense import Dense
 from stoixlite.networks.memory import register_memory
 from stoixlite.networks.memory._memoroid import MemoroidCell, MemoroidStack
+from stoixlite.networks.memory.decay_scan import decay_scan, steps_since_start
 from stoixlite.networks.memory.scan import linear_recurrence_combine, linear_recurrence_identity
 
 Array = jax.Array
@@ -112,6 +113,29 @@ class DiagonalCell(MemoroidCell):
     def operator(self) -> Callable[[LinState, LinState], LinState]:
         return linear_recurrence_combine
 
+    def decay(self) -> Array:
+        """``lambda [N]`` complex, the same at every step (:meth:`elements` broadcasts it)."""
+        raise NotImplementedError
+
+    def __call__(
+        self, carry: LinState, x: Array, start: Array, strategy: str
+    ) -> tuple[LinState, Array]:
+        """The memoroid call; the sequential strategy (T > 1) runs ``h_t = lambda h_{t-1} + u_t``
+        as a :func:`~stoixlite.networks.memory.decay_scan.decay_scan` with its own gradient, and
+        forms the carry's cumulative ``lambda`` (``lambda^k`` after ``k`` steps of an episode,
+        times the carry's own where no episode starts) after the loop; same outputs, final carry
+        and gradients as the monoid scan."""
+        if strategy != "sequential" or x.shape[0] == 1:
+            return super().__call__(carry, x, start, strategy)
+        acc0, h0 = carry
+        lam = self.decay()
+        _, u = self.elements(x)
+        h = decay_scan(lam, u, start, h0)
+        steps = steps_since_start(jnp.zeros(start.shape[1:], jnp.int32), start)
+        power = jnp.exp(steps[:, None].astype(jnp.float32) * jnp.log(lam))
+        acc = jnp.where(jnp.any(start, axis=0)[:, None], power, acc0 * power)
+        return (acc, h[-1]), self.readout((None, h), x)
+
     def readout(self, states: LinState, x: Array) -> Array:
         return jax.nn.gelu(self.C(states[1]) + self.D(x))
 
@@ -133,13 +157,13 @@ class LRUCell(DiagonalCell):
         self.C = RealPart(self.hidden_size)
         self.D = Feedthrough(self.hidden_size)
 
-    def _lambda(self) -> Array:
+    def decay(self) -> Array:
         nu_log, theta_log, _ = self.lam
         return jnp.exp(jax.lax.complex(-jnp.exp(nu_log), jnp.exp(theta_log)))
 
     def elements(self, x: Array) -> LinState:
         u = self.B(x) * jnp.exp(self.lam[2])  # [T, B, N]
-        return jnp.broadcast_to(self._lambda(), u.shape), u
+        return jnp.broadcast_to(self.decay(), u.shape), u
 
 
 @register_memory("lru")

@@ -66,6 +66,9 @@ class S5Cell(DiagonalCell):
         lam_bar = jnp.exp(lam * jnp.exp(self.log_dt))
         return lam_bar, (lam_bar - 1.0) / lam
 
+    def decay(self) -> Array:
+        return self._discretise()[0]
+
     def elements(self, x: Array) -> LinState:
         lam_bar, b_scale = self._discretise()
         u = self.B(x) * b_scale
