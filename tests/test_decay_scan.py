@@ -5,6 +5,8 @@
 * its gradients with respect to the decay, the elements and the carry equal ``jax.grad`` of the
   plain ``lax.scan`` recurrence (JAX's complex convention included), also with a start at step 0
   and with no start at all;
+* elements given once per state row (``[T, B, *S[:-1]]``, real with a complex decay: FFM's
+  ``x~_t 1_c^T``) act as if repeated along the last state axis, gradient included;
 * ``steps_since_start`` counts like FFM's step counter.
 
 FFM, LRU and S5 run it for ``scan=sequential``; ``tests/test_memoroid_scan.py`` checks their
@@ -96,6 +98,34 @@ def test_gradients_equal_autodiff_of_the_plain_recurrence(dtype, state_shape, st
     assert np.all(np.asarray(grads["custom"][2])[0] == 0.0)  # the restarted row's carry
     if start_prob < 1.0:
         assert np.any(np.asarray(grads["custom"][0]) != 0.0)  # the decay does get a gradient
+
+
+def test_elements_repeated_along_the_last_state_axis():
+    """Real ``[T, B, m]`` elements with a complex ``[m, c]`` decay: the same states and
+    gradients as the full complex elements ``x 1_c^T``."""
+    m, c = 4, 3
+    decay, _, start, carry, weights = _case(2, jnp.complex64, (m, c), 0.25)
+    x = jax.random.normal(jax.random.key(5), (T, B, m))
+
+    def full(x):
+        return jnp.broadcast_to(x[..., None], (T, B, m, c)).astype(jnp.complex64)
+
+    def repeated(decay, x, start, carry):
+        return decay_scan(decay, x, start, carry)
+
+    def broadcast_first(decay, x, start, carry):
+        return _plain_scan(decay, full(x), start, carry)
+
+    np.testing.assert_allclose(
+        repeated(decay, x, start, carry), broadcast_first(decay, x, start, carry), rtol=1e-5
+    )
+    got = jax.grad(_loss(repeated, weights), argnums=(0, 1, 2))(decay, x, carry, start)
+    want = jax.grad(_loss(broadcast_first, weights), argnums=(0, 1, 2))(decay, x, carry, start)
+    for a, b, what in zip(got, want, ("decay", "elems", "carry"), strict=True):
+        assert a.dtype == b.dtype and a.shape == b.shape, what
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5, err_msg=what)
+    with pytest.raises(ValueError, match="do not fit the state"):
+        decay_scan(decay, x[..., :2], start, carry)
 
 
 def test_steps_since_start_counts_like_ffm():

@@ -22,66 +22,75 @@ transposed, not conjugated), so they equal ``jax.grad`` of the plain recurrence
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
 
 Array = jax.Array
 
 
-def _flat(u: Array, lead: int) -> Array:
-    """``[*lead_axes, *state_axes] -> [*lead_axes, N]``."""
-    return u.reshape(u.shape[:lead] + (-1,))
+def _keep(start: Array) -> Array:
+    """``[T, B]`` start flags -> ``[T, B, 1]`` float32 multipliers: 0 at a start, 1 elsewhere."""
+    return jnp.logical_not(start).astype(jnp.float32)[..., None]
 
 
-def _keep(start: Array, dtype: jnp.dtype) -> Array:
-    """``[T, B]`` start flags -> ``[T, B, 1]`` multipliers: 0 at a start, 1 elsewhere."""
-    real = jnp.finfo(dtype).dtype  # float32 for complex64
-    return jnp.logical_not(start).astype(real)[..., None]
+def _repeat(e: Array, repeats: int, dtype: jnp.dtype) -> Array:
+    """``[B, M] -> [B, M * repeats]`` in ``dtype``, each value repeated ``repeats`` times."""
+    b, m = e.shape
+    return jnp.broadcast_to(e[:, :, None], (b, m, repeats)).reshape(b, m * repeats).astype(dtype)
 
 
-def _recurrence(decay: Array, elems: Array, keep: Array, carry: Array) -> Array:
-    """``s_t = keep_t * decay * s_{t-1} + e_t`` over ``elems [T, B, N]`` from ``carry [B, N]``;
-    ``decay [N]``, ``keep [T, B, 1]``. Returns every ``s_t`` ``[T, B, N]``."""
+def _recurrence(decay: Array, elems: Array, keep: Array, carry: Array, repeats: int) -> Array:
+    """``s_t = keep_t * decay * s_{t-1} + repeat(e_t)`` over ``elems [T, B, M]`` from
+    ``carry [B, N]`` (``N = M * repeats``); ``decay [N]``, ``keep [T, B, 1]``. Returns every
+    ``s_t`` ``[T, B, N]``."""
 
     def body(s: Array, inp: tuple[Array, Array]) -> tuple[Array, Array]:
         e, k = inp
-        s = k * (decay * s) + e
+        s = k * (decay * s) + _repeat(e, repeats, s.dtype)
         return s, s
 
     return jax.lax.scan(body, carry, (elems, keep))[1]
 
 
-@jax.custom_vjp
-def _decay_scan_flat(decay: Array, elems: Array, start: Array, carry: Array) -> Array:
-    return _recurrence(decay, elems, _keep(start, elems.dtype), carry)
+@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5))
+def _decay_scan_flat(
+    decay: Array, elems: Array, start: Array, carry: Array, repeats: int, real_elems: bool
+) -> Array:
+    return _recurrence(decay, elems, _keep(start), carry, repeats)
 
 
-def _decay_scan_fwd(decay, elems, start, carry):
-    states = _decay_scan_flat(decay, elems, start, carry)
+def _decay_scan_fwd(decay, elems, start, carry, repeats, real_elems):
+    states = _decay_scan_flat(decay, elems, start, carry, repeats, real_elems)
     return states, (decay, start, carry, states)
 
 
-def _decay_scan_bwd(res, g):
+def _decay_scan_bwd(repeats, real_elems, res, g):
     decay, start, carry, states = res
-    keep = _keep(start, states.dtype)
+    keep = _keep(start)
     keep_next = jnp.concatenate([keep[1:], jnp.zeros_like(keep[:1])])
 
-    # The adjoint a_t = g_t + keep_{t+1} * decay * a_{t+1} runs backwards in time; the same loop
-    # accumulates the decay's gradient sum_t keep_t a_t s_{t-1}: at step t it adds step t+1's
-    # term keep_{t+1} a_{t+1} s_t (so s_{t-1} needs no shifted copy), and step 0's term, which
-    # involves the carry, is added after the loop.
+    # The adjoint a_t = g_t + keep_{t+1} * decay * a_{t+1} runs backwards in time. The same loop
+    # sums each step's adjoint over the repeats (the elements' gradient; its real part for real
+    # elements) and accumulates the decay's gradient sum_t keep_t a_t s_{t-1}: at step t it adds
+    # step t+1's term keep_{t+1} a_{t+1} s_t (so s_{t-1} needs no shifted copy); step 0's term,
+    # which involves the carry, is added after the loop.
     def body(c: tuple[Array, Array], inp: tuple[Array, Array, Array]):
         a_next, acc = c
         g_t, k_next, s_t = inp
         m = k_next * a_next
         a = decay * m + g_t
-        return (a, acc + m * s_t), a
+        d_e = jnp.real(a) if real_elems else a
+        if repeats > 1:
+            d_e = d_e.reshape(d_e.shape[0], -1, repeats).sum(-1)
+        return (a, acc + m * s_t), d_e
 
     zeros = jnp.zeros_like(carry)
-    (_, acc), adj = jax.lax.scan(body, (zeros, zeros), (g, keep_next, states), reverse=True)
-    kept0 = keep[0] * adj[0]
+    (a0, acc), d_elems = jax.lax.scan(body, (zeros, zeros), (g, keep_next, states), reverse=True)
+    kept0 = keep[0] * a0
     d_decay = jnp.sum(acc + kept0 * carry, axis=0)
-    return d_decay, adj, None, decay * kept0
+    return d_decay, d_elems, None, decay * kept0
 
 
 _decay_scan_flat.defvjp(_decay_scan_fwd, _decay_scan_bwd)
@@ -92,16 +101,34 @@ def decay_scan(decay: Array, elems: Array, start: Array, carry: Array) -> Array:
 
     Args:
       decay: ``[*S]`` (real or complex), the same at every step and in every batch row.
-      elems: ``[T, B, *S]``, same dtype as ``decay``.
+      elems: ``[T, B, *S]``, or ``[T, B, *S[:-1]]`` for elements that are the same along the
+        state's last axis (FFM's ``x~_t 1_c^T``: the loop repeats them, and their gradient is
+        summed over that axis in the reverse loop); real elements with a complex decay enter as
+        real parts (their gradient is the real part).
       start: ``[T, B]`` bool; where set, ``s_{t-1}`` (the carry or the previous state) is dropped.
-      carry: ``[B, *S]``, the state before step 0.
+      carry: ``[B, *S]``, the state before step 0, in the decay's dtype.
 
     Returns:
-      ``[T, B, *S]``: the state after each step (the last one is the next carry).
+      ``[T, B, *S]`` in the decay's dtype: the state after each step (the last one is the next
+      carry).
     """
-    shape = elems.shape
-    flat = _decay_scan_flat(decay.reshape(-1), _flat(elems, 2), start, _flat(carry, 1))
-    return flat.reshape(shape)
+    length, batch = elems.shape[:2]
+    state_shape = decay.shape
+    if elems.shape[2:] == state_shape:
+        repeats = 1
+    elif elems.shape[2:] == state_shape[:-1]:
+        repeats = state_shape[-1]
+    else:
+        raise ValueError(f"elems {elems.shape} do not fit the state {state_shape}")
+    flat = _decay_scan_flat(
+        decay.reshape(-1),
+        elems.reshape(length, batch, -1),
+        start,
+        carry.reshape(batch, -1).astype(decay.dtype),
+        repeats,
+        not jnp.issubdtype(elems.dtype, jnp.complexfloating),
+    )
+    return flat.reshape(length, batch, *state_shape)
 
 
 def steps_since_start(steps: Array, start: Array) -> Array:

@@ -105,9 +105,13 @@ class FFMCell(MemoroidCell):
         return combine_step
 
     def elements(self, x: Array) -> FFMState:
-        gated = self.pre(x) * jax.nn.sigmoid(self.gate_in(x))  # [T, B, m]
+        gated = self._gated(x)
         trace = jnp.broadcast_to(gated[..., None], (*gated.shape, self.context_size))
         return trace.astype(jnp.complex64), jnp.ones(x.shape[:2], jnp.int32)
+
+    def _gated(self, x: Array) -> Array:
+        """The gated input ``x~_t = W_pre x_t * sigmoid(W_in x_t)``, ``[T, B, m]``."""
+        return self.pre(x) * jax.nn.sigmoid(self.gate_in(x))
 
     def __call__(
         self, carry: FFMState, x: Array, start: Array, strategy: str
@@ -119,8 +123,8 @@ class FFMCell(MemoroidCell):
         if strategy != "sequential" or x.shape[0] == 1:
             return super().__call__(carry, x, start, strategy)
         trace0, steps0 = carry
-        elems, _ = self.elements(x)
-        trace = decay_scan(jnp.exp(self.log_gamma()), elems, start, trace0)
+        # the element x~_t 1_c^T enters as x~_t [T, B, m]: decay_scan repeats it over c
+        trace = decay_scan(jnp.exp(self.log_gamma()), self._gated(x), start, trace0)
         final = (trace[-1], steps_since_start(steps0, start))
         return final, self.readout((trace, None), x)
 
