@@ -11,9 +11,10 @@ starts::
 state flattened to ``[B, N]`` (``N`` = the product of the state axes), and differentiates it with
 a second scan of the same form run backwards (the adjoint of the recurrence is the recurrence
 with the next step's reset flags), which also accumulates the decay's gradient and sums the
-elements' gradient over repeats (FFM's element is the same for its ``c`` contexts). JAX's own transpose of the resettable monoid scan keeps the broadcast reset
-predicate and both branches of the ``where`` for every step, and its loops run several kernels
-per step; measured in docs/benchmarks.md ("FFM, LRU and S5: the decay scan").
+elements' gradient over repeats (FFM's element is the same for its ``c`` contexts). JAX's own
+transpose of the resettable monoid scan keeps the broadcast reset predicate and both branches
+of the ``where`` for every step, and its loops run several kernels per step; measured in
+docs/benchmarks.md ("FFM, LRU and S5: the decay scan").
 
 Gradients follow JAX's convention for complex values (cotangents of complex-linear maps are
 transposed, not conjugated), so they equal ``jax.grad`` of the plain recurrence
