@@ -190,6 +190,33 @@ def mlstm_true_state(carry):
     return ((jnp.exp(m)[..., None, None] * c_hat, jnp.exp(m)[..., None] * n_hat, f_sum),)
 
 
+def linear_attention_reference(p, carry, x, start):
+    """Normalised linear attention (Katharopoulos et al. 2020) step by step:
+    ``S_t = S_{t-1} + phi(k_t) v_t^T``, ``z_t = z_{t-1} + phi(k_t)``,
+    ``o_t = phi(q_t)^T S_t / (phi(q_t)^T z_t + eps)``, ``phi = elu + 1``; reset at a start."""
+    s_mat, z = carry
+    heads, dk = z.shape[1], z.shape[2]
+
+    def phi(u):
+        return jax.nn.elu(u) + 1.0
+
+    ys = []
+    for t in range(x.shape[0]):
+        s_mat = jnp.where(start[t][:, None, None, None], 0.0, s_mat)
+        z = jnp.where(start[t][:, None, None], 0.0, z)
+        q = phi(_dense(p["query"], x[t]).reshape(-1, heads, dk))
+        k = phi(_dense(p["key"], x[t]).reshape(-1, heads, dk))
+        v = _heads(_dense(p["value"], x[t]), heads)
+        s_mat = s_mat + jnp.einsum("bhk,bhv->bhkv", k, v)
+        z = z + k
+        o = (
+            jnp.einsum("bhk,bhkv->bhv", q, s_mat)
+            / (jnp.einsum("bhk,bhk->bh", q, z) + 1e-6)[..., None]
+        )
+        ys.append(_dense(p["out"], o.reshape(o.shape[0], -1)))
+    return (s_mat, z), jnp.stack(ys)
+
+
 def deltanet_reference(p, s_mat, x, start):
     """Gated delta rule (Yang et al. 2025) with the explicit ``I - beta k k^T`` matrix."""
     heads = s_mat.shape[1]
@@ -311,6 +338,20 @@ CASES = {
             "mlstm",
             {"num_heads": 2, "scan": "sequential", "chunk_size": size},
             layer0(mlstm_reference),
+        )
+        for size in (1, 3, 8, 16)
+    },
+    "linear_attention-associative": (
+        "linear_attention",
+        {"num_heads": 2, "key_size": 3, "scan": "associative"},
+        layer0(linear_attention_reference),
+    ),
+    # chunkwise form (the sequential strategy): chunks that do not divide T, T, longer, one step
+    **{
+        f"linear_attention-chunks-{size}": (
+            "linear_attention",
+            {"num_heads": 2, "key_size": 3, "scan": "sequential", "chunk_size": size},
+            layer0(linear_attention_reference),
         )
         for size in (1, 3, 8, 16)
     },

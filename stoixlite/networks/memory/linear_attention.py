@@ -15,6 +15,12 @@ attention over the episode), not only by the current key. ``d_v = hidden_size / 
 
 Monoid: addition of ``(S, z)``, identity ``(0, 0)``. The state is ``num_heads * d_k * d_v``
 floats per batch element, much larger than the other memoroids: keep ``key_size`` small.
+
+The sequential strategy over T > 1 steps (the CPU default) runs in chunks of ``chunk_size``
+steps in the chunkwise-parallel form (:func:`linear_attention_chunks`: masked ``[L, L]`` scores
+within a chunk, the state carried between chunks), so neither the ``[T, B, h, d_k, d_v]``
+elements nor the prefix states are materialised; the same outputs and carries as the monoid scan
+up to float rounding (``tests/test_memoroid_scan.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +36,12 @@ from stoixlite.networks.dense import Dense
 from stoixlite.networks.memory import register_memory
 from stoixlite.networks.memory._common import heads_errors
 from stoixlite.networks.memory._memoroid import MemoroidCell, MemoroidStack
+from stoixlite.networks.memory.scan import (
+    chunk_episodes,
+    from_chunks,
+    resolve_strategy,
+    time_chunks,
+)
 
 Array = jax.Array
 AttnState = tuple[Array, Array]  # (S [..., heads, d_k, d_v], z [..., heads, d_k]) float32
@@ -57,6 +69,7 @@ class LinearAttentionCell(MemoroidCell):
     num_heads: int = 4
     key_size: int = 16
     eps: float = 1e-6
+    chunk_size: int = 16  # steps per loop iteration of the sequential strategy (1: step by step)
 
     def setup(self) -> None:
         if self.hidden_size % self.num_heads:
@@ -91,6 +104,70 @@ class LinearAttentionCell(MemoroidCell):
         num = jnp.einsum("tbhk,tbhkv->tbhv", q, s)
         den = jnp.einsum("tbhk,tbhk->tbh", q, z)[..., None] + self.eps
         return self.out((num / den).reshape(*x.shape[:2], self.hidden_size))
+
+    def __call__(
+        self, carry: AttnState, x: Array, start: Array, strategy: str
+    ) -> tuple[AttnState, Array]:
+        """The memoroid (:class:`MemoroidCell`), except the sequential strategy over T > 1 steps:
+        :func:`linear_attention_chunks` over chunks of ``chunk_size`` steps."""
+        if start.shape[0] == 1 or resolve_strategy(strategy, start.shape[0]) != "sequential":
+            return super().__call__(carry, x, start, strategy)
+        q = _phi(self._heads(self.query(x), self.key_size))
+        k = _phi(self._heads(self.key(x), self.key_size))
+        v = self._heads(self.value(x), self.dv)
+        final, o = linear_attention_chunks(carry, q, k, v, start, self.chunk_size, self.eps)
+        return final, self.out(o.reshape(*x.shape[:2], self.hidden_size))
+
+
+def linear_attention_chunks(
+    carry: AttnState,
+    q: Array,
+    k: Array,
+    v: Array,
+    start: Array,
+    chunk_size: int,
+    eps: float,
+) -> tuple[AttnState, Array]:
+    """Normalised linear attention over ``T`` steps in chunks of ``L = chunk_size``.
+
+    Args: the feature-mapped ``q = phi(q), k = phi(k)`` ``[T, B, h, d_k]``, ``v [T, B, h, d_v]``,
+    ``start [T, B]`` and the carry ``(S [B, h, d_k, d_v], z [B, h, d_k])`` before step 0.
+    Returns the carry after step ``T - 1`` and ``o [T, B, h, d_v]``.
+
+    Within a chunk, step ``t`` sees the steps ``s <= t`` of its own episode (``[L, L]`` scores
+    ``q_t . k_s``) and, if no episode starts in the chunk up to ``t``, the state before the
+    chunk::
+
+        o_t = (sum_s [s sees t] (q_t . k_s) v_s + [t sees carry] q_t^T S_0)
+              / (sum_s [s sees t] (q_t . k_s) + [t sees carry] q_t . z_0 + eps)
+
+    and the state after the chunk is the sum of ``k_s v_s^T`` (``k_s``) over its last episode,
+    plus ``(S_0, z_0)`` if no episode starts in it. Steps past ``T`` (padding up to a multiple of
+    ``L``) have ``k = v = 0`` and no start, so they leave the state unchanged. ``L = 1`` is the
+    step-by-step recurrence.
+    """
+    xs, _ = time_chunks((q, k, v, start), (0.0, 0.0, 0.0, False), chunk_size)
+
+    def body(state: AttnState, chunk: tuple[Array, ...]) -> tuple[AttnState, Array]:
+        s0, z0 = state  # [B, h, dk, dv], [B, h, dk]
+        q, k, v, st = chunk  # [L, B, h, dk], [L, B, h, dk], [L, B, h, dv], [L, B]
+        seg, sees = chunk_episodes(st)  # [B, L], [B, t, s]
+        a = jnp.where(sees[:, None], jnp.einsum("tbhk,sbhk->bhts", q, k), 0.0)
+        sees_carry = (seg == 0).T[:, :, None]  # [L, B, 1]
+        num = jnp.einsum("bhts,sbhv->tbhv", a, v)
+        num = num + jnp.where(sees_carry[..., None], jnp.einsum("tbhk,bhkv->tbhv", q, s0), 0.0)
+        den = jnp.moveaxis(jnp.sum(a, axis=-1), -1, 0)  # [L, B, h]
+        den = den + jnp.where(sees_carry, jnp.einsum("tbhk,bhk->tbh", q, z0), 0.0)
+        o = num / (den + eps)[..., None]
+        in_last = (seg == seg[:, -1:]).T  # [L, B]: the steps of the chunk's last episode
+        w = in_last.astype(k.dtype)[..., None, None]
+        keep = (seg[:, -1] == 0)[:, None, None]  # [B, 1, 1]: no start in the chunk
+        s = jnp.einsum("sbhk,sbhv->bhkv", w * k, v) + jnp.where(keep[..., None], s0, 0.0)
+        z = jnp.sum(w * k, axis=0) + jnp.where(keep, z0, 0.0)
+        return (s, z), o
+
+    final, o = jax.lax.scan(body, carry, xs)
+    return final, from_chunks(o, start.shape[0])
 
 
 @register_memory("linear_attention")
