@@ -19,8 +19,9 @@ floats per batch element, much larger than the other memoroids: keep ``key_size`
 The sequential strategy over T > 1 steps (the CPU default) runs in chunks of ``chunk_size``
 steps in the chunkwise-parallel form (:func:`linear_attention_chunks`: masked ``[L, L]`` scores
 within a chunk, the state carried between chunks), so neither the ``[T, B, h, d_k, d_v]``
-elements nor the prefix states are materialised; the same outputs and carries as the monoid scan
-up to float rounding (``tests/test_memoroid_scan.py``).
+elements nor the prefix states are materialised; the same outputs, carries and gradients as the
+monoid scan up to float rounding (``tests/test_memoroid_scan.py``; a per-step reference for chunks
+of 1, 3, 8 and 16 steps in ``tests/test_memory_references.py``).
 """
 
 from __future__ import annotations
