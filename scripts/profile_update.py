@@ -16,13 +16,18 @@ times per call (a ``lax.scan``, like the learn chunk):
 
 Timings of all phases (and of PureJaxRL ppo.py's whole update with ``--purejaxrl``) are
 interleaved over ``--rounds`` rounds and reported as medians, so machine load affects them
-alike. ``--trace DIR`` also writes a ``jax.profiler`` trace of a few whole updates (open it with
+alike. ``--free-recurrence`` also times the epochs and the update with the memory's
+recurrence over T steps swapped for one elementwise pass (``recurrence_standins.py``): the
+bound that no faster implementation of the recurrence can beat with the model's other layers
+unchanged. ``--trace DIR`` also writes a ``jax.profiler`` trace of a few whole updates (open it with
 TensorBoard or Perfetto).
 
 Usage::
 
     python scripts/profile_update.py network=memoroid arch.num_envs=64 --purejaxrl
     python scripts/profile_update.py network=feedforward env=gymnax/CartPole-v1 arch.num_envs=4
+    python scripts/profile_update.py network=mamba env=gymnax/CartPole-v1 arch.num_envs=64 \
+        --free-recurrence --rounds 2 --updates 2
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
+from recurrence_standins import free_recurrence, standin_error  # noqa: E402
 
 from stoixlite.cli_args import (  # noqa: E402
     OneLineArgumentParser,
@@ -98,6 +104,31 @@ def phase_programs(exp, updates: int) -> tuple[dict[str, Callable], object]:
     return programs, args
 
 
+FREE_UPDATE = "update, recurrence free"
+
+
+def free_recurrence_programs(exp, updates: int, network: str, inputs: dict) -> dict:
+    """The epochs and update phases compiled with ``network``'s recurrence as its stand-in
+    (:func:`recurrence_standins.free_recurrence`); their inputs (the real phases') are added to
+    ``inputs`` under the new labels."""
+    jax.clear_caches()  # nothing traced with the real recurrence may be reused
+    out = {}
+    with free_recurrence(network) as calls:
+        programs, _ = phase_programs(exp, updates)
+        for name, label in (("epochs", "epochs, recurrence free"), ("update", FREE_UPDATE)):
+            out[label] = programs[name].lower(*inputs[name]).compile()
+            inputs[label] = inputs[name]
+    if calls[0] == 0:
+        raise SystemExit(
+            f"error: --free-recurrence: {network}'s recurrence stand-in was not traced (it "
+            "replaces the sequential strategy's loop: set network.scan=sequential)"
+        )
+    for label, fn in out.items():
+        jax.block_until_ready(fn(*inputs[label]))
+        print(f"compiled {label}", flush=True)
+    return out
+
+
 def flops(compiled) -> float | None:
     """XLA's count of floating-point operations of a compiled program (``None`` if the backend
     gives none). The body of a loop (``lax.scan``) is counted once, not once per iteration."""
@@ -117,6 +148,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--purejaxrl", action="store_true", help="also time ppo.py's update")
     parser.add_argument("--trace", default=None, help="write a jax.profiler trace here")
+    parser.add_argument(
+        "--free-recurrence",
+        action="store_true",
+        help="also time epochs and update with the memory's recurrence as one elementwise pass",
+    )
     args = parser.parse_intermixed_args(argv)
     for key in ("updates", "rounds"):
         if getattr(args, key) < 1:
@@ -129,6 +165,8 @@ def main(argv: list[str] | None = None) -> None:
     if error is not None:
         parser.error(error)
     if args.trace and (error := output_dir_error(args.trace, "--trace")):
+        parser.error(error)
+    if args.free_recurrence and (error := standin_error(cfg.network.name)):
         parser.error(error)
     compile_for_real()
     exp = build_run(cfg)
@@ -152,6 +190,8 @@ def main(argv: list[str] | None = None) -> None:
         compiled[name] = fn.lower(*inputs[name]).compile()
         print(f"compiled {name} in {time.perf_counter() - tic:.1f}s", flush=True)
         jax.block_until_ready(compiled[name](*inputs[name]))
+    if args.free_recurrence:
+        compiled.update(free_recurrence_programs(exp, args.updates, cfg.network.name, inputs))
     times: dict[str, list[float]] = {name: [] for name in compiled}
     for _ in range(args.rounds):
         for name, fn in compiled.items():
@@ -169,6 +209,13 @@ def main(argv: list[str] | None = None) -> None:
             continue
         med = statistics.median(t)
         print(f"| {name} | {med:.2f} | {steps / med * 1e3:,.0f} |")
+    if args.free_recurrence:
+        free = statistics.median(times[FREE_UPDATE])
+        print(
+            f"\nwith the recurrence over training sequences free, the update takes {free:.2f} ms "
+            f"({steps / free * 1e3:,.0f} SPS): no implementation of that recurrence exceeds this "
+            "with the model's other layers and its rollout step as they are"
+        )
     grad_ms = statistics.median(times["minibatch gradient"]) * args.updates
     grad_flops = flops(compiled["minibatch gradient"])
     counted = "not reported" if grad_flops is None else f"{grad_flops / 1e9:.2f} GFLOP"

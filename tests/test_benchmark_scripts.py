@@ -266,3 +266,35 @@ def test_compile_for_real_keeps_the_persistent_cache_out(off, tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     entries = list(cache.rglob("*")) if cache.exists() else []
     assert (entries == []) == off, entries
+
+
+@pytest.mark.parametrize("network", sorted(load_script("recurrence_standins").STANDINS))
+def test_free_recurrence_standin_keeps_shapes_and_is_restored(network):
+    """``profile_update.py --free-recurrence``: inside the block the model's T > 1 call uses the
+    stand-in (same output and carry shapes, the input still reaches the output), and outside it
+    the real recurrence is back (a different output)."""
+    from stoixlite.networks.memory import build_memory
+
+    standins = load_script("recurrence_standins")
+    model = build_memory(network, hidden_size=8, scan="sequential")
+    x = jax.random.normal(jax.random.key(0), (5, 2, 3))
+    start = jnp.zeros((5, 2), bool).at[0, 0].set(True).at[2, 1].set(True)
+    carry = model.initialize_carry(2)
+    params = model.init(jax.random.key(1), carry, (x, start))
+
+    def out(x):
+        return model.apply(params, carry, (x, start))
+
+    real_carry, real_y = out(x)
+    with standins.free_recurrence(network) as calls:
+        free_carry, free_y = out(x)
+        dx = jax.grad(lambda x: jnp.sum(out(x)[1] ** 2))(x)
+    assert calls[0] > 0
+    assert free_y.shape == real_y.shape and free_y.dtype == real_y.dtype
+    assert jax.tree.structure(free_carry) == jax.tree.structure(real_carry)
+    assert [a.shape for a in jax.tree.leaves(free_carry)] == [
+        a.shape for a in jax.tree.leaves(real_carry)
+    ]
+    assert float(jnp.sum(jnp.abs(dx))) > 0
+    assert not np.allclose(free_y, real_y)
+    np.testing.assert_array_equal(out(x)[1], real_y)  # restored after the block

@@ -478,6 +478,7 @@ def test_benchmark_envs_bad_input_is_one_line(args, words, tmp_path, capsys):
         (["--rounds", "1", "system.lr=nan"], ["system.lr=nan is invalid"]),
         (["--updates", "0"], ["--updates 0 must be at least 1"]),
         (["--trace", "{tmp}/file/trace"], ["--trace", "cannot be written"]),
+        (["--free-recurrence", "network=gru"], ["--free-recurrence: no stand-in for", "'gru'"]),
     ],
 )
 def test_profile_update_bad_input_is_one_line(args, words, tmp_path, monkeypatch, capsys):
