@@ -180,3 +180,40 @@ def test_dense_helpers_equal_the_3d_originals():
     np.testing.assert_allclose(
         Dense(4).apply(params, x), nn.Dense(4).apply(params, x), rtol=1e-5, atol=1e-6
     )
+
+
+def test_dense_gradients_equal_autodiff_of_the_plain_layer():
+    """``Dense`` / ``matmul`` have a hand-written VJP (the weight gradient through
+    ``outer_sum``): input, kernel and bias gradients equal autodiff of ``flax.linen.Dense``, and
+    second-order gradients still work."""
+    x = jax.random.normal(jax.random.PRNGKey(0), (5, 3, 7))
+    w = jax.random.normal(jax.random.PRNGKey(1), (5, 3, 4))
+    params = nn.Dense(4).init(jax.random.PRNGKey(3), x)
+
+    def loss(module):
+        return lambda p, x: jnp.sum(w * jnp.tanh(module.apply(p, x)))
+
+    ours = jax.grad(loss(Dense(4)), argnums=(0, 1))(params, x)
+    plain = jax.grad(loss(nn.Dense(4)), argnums=(0, 1))(params, x)
+    for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(plain), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-5)
+    kernel = params["params"]["kernel"]
+    hess = jax.hessian(lambda k: jnp.sum(jnp.tanh(matmul(x, k))))(kernel)
+    ref = jax.hessian(lambda k: jnp.sum(jnp.tanh(jnp.einsum("tbf,fg->tbg", x, k))))(kernel)
+    np.testing.assert_allclose(hess, ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.skipif(jax.default_backend() != "cpu", reason="an XLA:CPU lowering property")
+def test_dense_weight_gradient_contracts_the_left_operands_last_axis():
+    """On the CPU the weight gradient's matmul has its left operand's contracted axis last, the
+    form XLA:CPU hands to XNNPACK (``x^T g`` as JAX differentiates it contracts axis 0 and runs
+    in the slower Eigen kernel; docs/benchmarks.md, "Weight gradients in XNNPACK")."""
+    x = jnp.ones((512, 32))
+    g = jnp.ones((512, 16))
+    dw = jax.jit(lambda x, g: jax.vjp(lambda w: matmul(x, w), jnp.ones((32, 16)))[1](g)[0])
+    hlo = dw.lower(x, g).compile().as_text()
+    dots = [line for line in hlo.splitlines() if " dot(" in line and "f32[32,16]" in line]
+    assert dots, hlo
+    assert all("lhs_contracting_dims={1}" in line for line in dots), dots
+    plain = jax.jit(lambda x, g: x.T @ g).lower(x, g).compile().as_text()
+    assert any("lhs_contracting_dims={0}" in line for line in plain.splitlines() if " dot(" in line)

@@ -42,6 +42,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from stoixlite.networks.dense import Dense
 from stoixlite.networks.memory import _window, register_memory
 from stoixlite.networks.memory._common import bounded_int_errors, check_inputs, heads_errors
 
@@ -59,12 +60,12 @@ class GRUGate(nn.Module):
     @nn.compact
     def __call__(self, x: Array, y: Array) -> Array:
         width = x.shape[-1]
-        wy = nn.Dense(3 * width, use_bias=False, name="w")(y)
-        ux = nn.Dense(2 * width, use_bias=False, name="u")(x)
+        wy = Dense(3 * width, use_bias=False, name="w")(y)
+        ux = Dense(2 * width, use_bias=False, name="u")(x)
         r = jax.nn.sigmoid(wy[..., :width] + ux[..., :width])
         bias = self.param("bias", nn.initializers.constant(self.gate_bias), (width,))
         z = jax.nn.sigmoid(wy[..., width : 2 * width] + ux[..., width:] - bias)
-        n = jnp.tanh(wy[..., 2 * width :] + nn.Dense(width, use_bias=False, name="ug")(r * x))
+        n = jnp.tanh(wy[..., 2 * width :] + Dense(width, use_bias=False, name="ug")(r * x))
         return (1.0 - z) * x + z * n
 
 
@@ -89,7 +90,7 @@ class AttentionLayer(nn.Module):
         Returns this call's ``(keys, values)`` (``[T, B, heads, d]``, for the cache) and ``h``.
         """
         heads, d = self.num_heads, self.hidden_size // self.num_heads
-        qkv = nn.Dense(3 * self.hidden_size, name="qkv")(nn.LayerNorm(name="attn_norm")(h))
+        qkv = Dense(3 * self.hidden_size, name="qkv")(nn.LayerNorm(name="attn_norm")(h))
         q, k, v = (u.reshape(*u.shape[:-1], heads, d) for u in jnp.split(qkv, 3, axis=-1))
         keys = jnp.concatenate([jnp.moveaxis(cache[0], 1, 0), k], axis=0)  # [M + T, B, h, d]
         values = jnp.concatenate([jnp.moveaxis(cache[1], 1, 0), v], axis=0)
@@ -97,10 +98,10 @@ class AttentionLayer(nn.Module):
         scores = jnp.einsum("tbhd,sbhd->bhts", q, keys) / jnp.sqrt(d) + bias[:, lag]
         scores = jnp.where(visible[:, None], scores, -1e30)  # every step sees itself
         o = jnp.einsum("bhts,sbhd->tbhd", jax.nn.softmax(scores, axis=-1), values)
-        o = nn.Dense(self.hidden_size, name="attn_out")(o.reshape(h.shape))
+        o = Dense(self.hidden_size, name="attn_out")(o.reshape(h.shape))
         h = self._residual(h, o, "attn_gate")
-        f = nn.Dense(self.ff_size, name="ff_in")(nn.LayerNorm(name="ff_norm")(h))
-        f = nn.Dense(self.hidden_size, name="ff_out")(jax.nn.relu(f))
+        f = Dense(self.ff_size, name="ff_in")(nn.LayerNorm(name="ff_norm")(h))
+        f = Dense(self.hidden_size, name="ff_out")(jax.nn.relu(f))
         return (k, v), self._residual(h, f, "ff_gate")
 
 
@@ -148,7 +149,7 @@ class WindowedAttention(nn.Module):
             raise ValueError(f"num_heads {self.num_heads} does not divide {self.hidden_size}")
         visible = _window.visibility(valid, start)
         lag = jnp.clip(_window.lags(self.memory_length, x.shape[0]), 0, self.memory_length)
-        h = nn.Dense(self.hidden_size, name="embed")(x)
+        h = Dense(self.hidden_size, name="embed")(x)
         new_caches, new_valid = [], valid
         for i, cache in enumerate(caches):
             layer = AttentionLayer(

@@ -37,6 +37,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from stoixlite.networks.dense import Dense
 from stoixlite.networks.memory import register_memory
 from stoixlite.networks.memory._common import heads_errors
 from stoixlite.networks.memory._stack import CellStack
@@ -69,12 +70,12 @@ class DeltaNetCell(nn.Module):
 
     def setup(self) -> None:
         h, width = self.num_heads, self.hidden_size
-        self.qkv = nn.Dense(3 * width, use_bias=False)
-        self.beta = nn.Dense(h)
-        self.alpha = nn.Dense(h, bias_init=dt_bias_init(0.001, 0.1))
+        self.qkv = Dense(3 * width, use_bias=False)
+        self.beta = Dense(h)
+        self.alpha = Dense(h, bias_init=dt_bias_init(0.001, 0.1))
         self.a_log = self.param("a_log", nn.initializers.zeros_init(), (h,))
-        self.gate = nn.Dense(width)
-        self.out = nn.Dense(width)
+        self.gate = Dense(width)
+        self.out = Dense(width)
 
     def _heads(self, u: Array) -> Array:
         return u.reshape(*u.shape[:-1], self.num_heads, self.hidden_size // self.num_heads)

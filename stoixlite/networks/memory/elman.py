@@ -16,6 +16,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from stoixlite.networks.dense import Dense
 from stoixlite.networks.memory import register_memory
 from stoixlite.networks.memory._common import (
     ZeroStateRNN,
@@ -40,7 +41,7 @@ class Elman(ZeroStateRNN):
         x, start = inputs
         check_inputs(x, start)
         H = self.hidden_size
-        xp = nn.Dense(H, kernel_init=default_kernel_init, name="input")(x)  # [T, B, H]
+        xp = Dense(H, kernel_init=default_kernel_init, name="input")(x)  # [T, B, H]
         w_h = self.param("recurrent_kernel", default_recurrent_init, (H, H))
 
         def step(h: Array, inp: tuple[Array, Array]) -> tuple[Array, Array]:

@@ -24,6 +24,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from stoixlite.networks.dense import Dense
 from stoixlite.networks.memory import _window, register_memory
 from stoixlite.networks.memory._common import bounded_int_errors, check_inputs, get_activation
 
@@ -60,8 +61,8 @@ class FrameStack(nn.Module):
         x, start = inputs
         check_inputs(x, start)
         window, valid = carry
-        p = nn.Dense(self.hidden_size, use_bias=False, name="frame")(x)  # [T, B, H]
+        p = Dense(self.hidden_size, use_bias=False, name="frame")(x)  # [T, B, H]
         stack = _window.windows(window, valid, p, start)  # [T, B, k, H]
         stack = stack.reshape(*x.shape[:2], self.frames * self.hidden_size)
-        y = get_activation(self.activation)(nn.Dense(self.hidden_size, name="mlp")(stack))
+        y = get_activation(self.activation)(Dense(self.hidden_size, name="mlp")(stack))
         return _window.append(window, valid, p, start), y

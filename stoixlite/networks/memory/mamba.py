@@ -44,6 +44,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from stoixlite.networks.dense import Dense
 from stoixlite.networks.memory import _window, register_memory
 from stoixlite.networks.memory._common import bounded_int_errors
 from stoixlite.networks.memory._stack import ScannedStack
@@ -92,19 +93,19 @@ class MambaCell(nn.Module):
 
     def setup(self) -> None:
         e, n = self.inner_size, self.state_size
-        self.in_proj = nn.Dense(2 * e, name="in_proj")
+        self.in_proj = Dense(2 * e, name="in_proj")
         # uniform(+-1/sqrt(conv_size)), PyTorch's Conv1d default used by the reference code
         conv_init = nn.initializers.variance_scaling(1 / 3, "fan_in", "uniform", 0, 1)
         self.conv_kernel = self.param("conv_kernel", conv_init, (self.conv_size, e))
         self.conv_bias = self.param("conv_bias", nn.initializers.zeros_init(), (e,))
-        self.dt_low = nn.Dense(self.dt_rank, use_bias=False, name="dt_low")
-        self.dt_proj = nn.Dense(e, bias_init=dt_bias_init(self.dt_min, self.dt_max), name="dt")
-        self.bc_proj = nn.Dense(2 * n, use_bias=False, name="bc")
+        self.dt_low = Dense(self.dt_rank, use_bias=False, name="dt_low")
+        self.dt_proj = Dense(e, bias_init=dt_bias_init(self.dt_min, self.dt_max), name="dt")
+        self.bc_proj = Dense(2 * n, use_bias=False, name="bc")
         self.a_log = self.param(
             "A_log", lambda k, s: jnp.log(jnp.broadcast_to(jnp.arange(1, s[1] + 1.0), s)), (e, n)
         )
         self.d = self.param("D", nn.initializers.ones_init(), (e,))
-        self.out_proj = nn.Dense(self.hidden_size, name="out_proj")
+        self.out_proj = Dense(self.hidden_size, name="out_proj")
 
     @nn.nowrap
     def identity(self, batch_size: int) -> MambaState:

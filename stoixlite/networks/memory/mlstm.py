@@ -41,6 +41,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from stoixlite.networks.dense import Dense
 from stoixlite.networks.memory import register_memory
 from stoixlite.networks.memory._common import heads_errors
 from stoixlite.networks.memory._memoroid import MemoroidCell, MemoroidStack
@@ -87,13 +88,13 @@ class MLSTMCell(MemoroidCell):
 
     def setup(self) -> None:
         h, width = self.num_heads, self.hidden_size
-        self.qkv = nn.Dense(3 * width, use_bias=False)
-        self.input_gate = nn.Dense(h, bias_init=nn.initializers.zeros_init())
-        self.forget_gate = nn.Dense(
+        self.qkv = Dense(3 * width, use_bias=False)
+        self.input_gate = Dense(h, bias_init=nn.initializers.zeros_init())
+        self.forget_gate = Dense(
             h, bias_init=lambda k, s, dtype=jnp.float32: jnp.linspace(3.0, 6.0, s[0], dtype=dtype)
         )
-        self.output_gate = nn.Dense(width)
-        self.out = nn.Dense(width)
+        self.output_gate = Dense(width)
+        self.out = Dense(width)
 
     @property
     def head_size(self) -> int:

@@ -19,6 +19,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from stoixlite.networks.dense import Dense
 from stoixlite.networks.memory import register_memory
 from stoixlite.networks.memory._common import check_inputs, get_activation
 
@@ -63,5 +64,5 @@ class PositionalMLP(nn.Module):
         check_inputs(x, start)
         n = steps_since_start(carry, start)
         pe = sinusoidal_encoding(n, self.hidden_size, self.max_period)
-        y = get_activation(self.activation)(nn.Dense(self.hidden_size, name="dense")(x) + pe)
+        y = get_activation(self.activation)(Dense(self.hidden_size, name="dense")(x) + pe)
         return n[-1] + 1, y
