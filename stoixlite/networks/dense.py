@@ -21,11 +21,12 @@ from __future__ import annotations
 import flax.linen as nn
 import jax
 
+from stoixlite.networks.contract import materialised
+
 
 def _leading_first(a: jax.Array) -> jax.Array:
     """``a [..., F] -> [F, N]`` (N = the product of the leading axes), materialised on the CPU."""
-    t = a.reshape((-1, a.shape[-1])).T
-    return jax.lax.optimization_barrier(t) if jax.default_backend() == "cpu" else t
+    return materialised(a.reshape((-1, a.shape[-1])).T)
 
 
 def outer_sum(a: jax.Array, b: jax.Array) -> jax.Array:

@@ -33,12 +33,12 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from stoixlite.networks.contract import einsum2
 from stoixlite.networks.dense import Dense
 from stoixlite.networks.memory import register_memory
 from stoixlite.networks.memory._common import heads_errors
 from stoixlite.networks.memory._memoroid import MemoroidCell, MemoroidStack
 from stoixlite.networks.memory.scan import (
-    chunk_episodes,
     from_chunks,
     resolve_strategy,
     time_chunks,
@@ -146,28 +146,42 @@ def linear_attention_chunks(
     plus ``(S_0, z_0)`` if no episode starts in it. Steps past ``T`` (padding up to a multiple of
     ``L``) have ``k = v = 0`` and no start, so they leave the state unchanged. ``L = 1`` is the
     step-by-step recurrence.
+
+    Evaluation: the within-chunk products and each chunk's own state increment are computed for
+    all chunks at once; only the states before each chunk (``S_c = keep_c S_{c-1} + dS_c``,
+    elementwise) run in a loop over the ``T / L`` chunks. Every product is an
+    :func:`~stoixlite.networks.contract.einsum2` (forward and gradients in the matmul form
+    XLA:CPU runs fastest; docs/benchmarks.md, "Linear attention in chunks").
     """
-    xs, _ = time_chunks((q, k, v, start), (0.0, 0.0, 0.0, False), chunk_size)
+    (q, k, v, st), _ = time_chunks((q, k, v, start), (0.0, 0.0, 0.0, False), chunk_size)
+    # q, k [C, L, B, h, dk], v [C, L, B, h, dv], st [C, L, B]
+    seg = jnp.cumsum(st.astype(jnp.int32), axis=1)  # [C, L, B]: episode segment in the chunk
+    by_batch = jnp.moveaxis(seg, 1, 2)  # [C, B, L]
+    causal = jnp.tril(jnp.ones((seg.shape[1],) * 2, bool))
+    sees = causal & (by_batch[..., :, None] == by_batch[..., None, :])  # [C, B, t, s]
+    a = jnp.where(sees[:, :, None], einsum2("ctbhk,csbhk->cbhts", q, k), 0.0)
+    num = einsum2("cbhts,csbhv->ctbhv", a, v)
+    den = jnp.moveaxis(jnp.sum(a, axis=-1), -1, 1)  # [C, L, B, h]
+    # each chunk's own increment: k_s v_s^T (k_s) over the steps of its last episode
+    in_last = (seg == seg[:, -1:]).astype(k.dtype)[..., None, None]  # [C, L, B, 1, 1]
+    k_last = in_last * k
+    d_s = einsum2("csbhk,csbhv->cbhkv", k_last, v)
+    d_z = jnp.sum(k_last, axis=1)  # [C, B, h, dk]
+    keep = seg[:, -1] == 0  # [C, B]: no start in the chunk, the state before it carries on
 
-    def body(state: AttnState, chunk: tuple[Array, ...]) -> tuple[AttnState, Array]:
-        s0, z0 = state  # [B, h, dk, dv], [B, h, dk]
-        q, k, v, st = chunk  # [L, B, h, dk], [L, B, h, dk], [L, B, h, dv], [L, B]
-        seg, sees = chunk_episodes(st)  # [B, L], [B, t, s]
-        a = jnp.where(sees[:, None], jnp.einsum("tbhk,sbhk->bhts", q, k), 0.0)
-        sees_carry = (seg == 0).T[:, :, None]  # [L, B, 1]
-        num = jnp.einsum("bhts,sbhv->tbhv", a, v)
-        num = num + jnp.where(sees_carry[..., None], jnp.einsum("tbhk,bhkv->tbhv", q, s0), 0.0)
-        den = jnp.moveaxis(jnp.sum(a, axis=-1), -1, 0)  # [L, B, h]
-        den = den + jnp.where(sees_carry, jnp.einsum("tbhk,bhk->tbh", q, z0), 0.0)
-        o = num / (den + eps)[..., None]
-        in_last = (seg == seg[:, -1:]).T  # [L, B]: the steps of the chunk's last episode
-        w = in_last.astype(k.dtype)[..., None, None]
-        keep = (seg[:, -1] == 0)[:, None, None]  # [B, 1, 1]: no start in the chunk
-        s = jnp.einsum("sbhk,sbhv->bhkv", w * k, v) + jnp.where(keep[..., None], s0, 0.0)
-        z = jnp.sum(w * k, axis=0) + jnp.where(keep, z0, 0.0)
-        return (s, z), o
+    def carry_on(state: AttnState, chunk: tuple[Array, Array, Array]):
+        (s, z), (kp, ds, dz) = state, chunk
+        after = (
+            jnp.where(kp[:, None, None, None], s, 0.0) + ds,
+            jnp.where(kp[:, None, None], z, 0.0) + dz,
+        )
+        return after, state
 
-    final, o = jax.lax.scan(body, carry, xs)
+    final, (s_in, z_in) = jax.lax.scan(carry_on, carry, (keep, d_s, d_z))
+    sees_carry = (seg == 0)[..., None]  # [C, L, B, 1]
+    num = num + jnp.where(sees_carry[..., None], einsum2("ctbhk,cbhkv->ctbhv", q, s_in), 0.0)
+    den = den + jnp.where(sees_carry, einsum2("ctbhk,cbhk->ctbh", q, z_in), 0.0)
+    o = num / (den + eps)[..., None]
     return final, from_chunks(o, start.shape[0])
 
 
