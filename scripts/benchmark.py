@@ -107,7 +107,7 @@ REFERENCE_ROWS = [
             "overrides": list(PPO_PY_WIDTHS),
         }
         for e in (4, 64)
-        for n in ("memoroid", "lru", "s5", "mingru")
+        for n in ("memoroid", "lru", "s5", "mingru", "linear_attention")
     ),
 ]
 REFERENCE_LABELS = {row["label"] for row in REFERENCE_ROWS}
