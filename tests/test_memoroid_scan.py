@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import stoixlite.networks.memory.scan as scan_module
 from stoixlite.networks.memory import available_memories, build_memory, memory_class
 from stoixlite.networks.memory._memoroid import MemoroidStack
 from stoixlite.networks.memory.scan import resettable, resettable_scan, resolve_strategy
@@ -270,13 +271,24 @@ def test_linear_attention_output_is_normalised_by_accumulated_keys():
     np.testing.assert_allclose(y, np.broadcast_to(expected, y.shape), rtol=1e-4, atol=1e-5)
 
 
-def test_auto_strategy_and_validation():
+def test_auto_strategy_and_validation(monkeypatch):
     assert resolve_strategy("associative", 64) == "associative"
     assert resolve_strategy("sequential", 64) == "sequential"
     if jax.default_backend() == "cpu":
         assert resolve_strategy("auto", 4096) == "sequential"
     with pytest.raises(ValueError, match="scan strategy"):
         resolve_strategy("parallel", 8)
+    # the chunkwise forms (linear attention, mLSTM) are "auto" on every backend; FFM follows the
+    # backend (here made one whose "auto" is associative, as on a GPU)
+    monkeypatch.setattr(scan_module, "AUTO_SEQUENTIAL_BACKENDS", ())
+    assert resolve_strategy("auto", 64) == "associative"
+    for name, chunkwise in (("linear_attention", True), ("mlstm", True), ("ffm", False)):
+        stack = build_memory(name, hidden_size=H)
+        expected = "sequential" if chunkwise else "associative"
+        assert stack.cell_kwargs(64) == {"strategy": expected}
+        assert build_memory(name, hidden_size=H, scan="associative").cell_kwargs(64) == {
+            "strategy": "associative"
+        }
     model = build_memory("ffm", hidden_size=H, scan="parallel")
     x, start = _inputs(jax.random.key(11))
     with pytest.raises(ValueError, match="scan strategy"):

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from test_memory_properties import random_carry
 
 from stoixlite.networks.memory import build_memory
 
@@ -23,18 +24,6 @@ H, B, F = 16, 4, 5
 KWARGS = {"mamba": {"state_size": 4}, "mlstm": {"num_heads": 2}}
 # step 0 / step 1 per batch element: reset then none, none then reset, both, neither
 START = jnp.array([[True, False, True, False], [False, True, True, False]])
-
-
-def _random_carry(carry, key):
-    """Floats in [0.1, 1], bools (window validity) random."""
-    leaves, treedef = jax.tree_util.tree_flatten(carry)
-    out = []
-    for leaf, k in zip(leaves, jax.random.split(key, len(leaves)), strict=True):
-        if leaf.dtype == jnp.bool_:
-            out.append(jax.random.bernoulli(k, 0.7, leaf.shape))
-        else:
-            out.append(jax.random.uniform(k, leaf.shape, leaf.dtype, 0.1, 1.0))
-    return jax.tree_util.tree_unflatten(treedef, out)
 
 
 def _close(a, b, what, rtol=1e-5, atol=1e-6):
@@ -52,7 +41,7 @@ def test_one_step_calls_equal_the_scan(name, strategy):
     model = build_memory(name, hidden_size=H, scan=strategy, **KWARGS[name])
     x = jax.random.normal(jax.random.key(0), (2, B, F))
     w = jax.random.normal(jax.random.key(1), (2, B, H))
-    carry = _random_carry(model.initialize_carry(B), jax.random.key(2))
+    carry = random_carry(model.initialize_carry(B), jax.random.key(2))
     params = model.init(jax.random.key(3), carry, (x, START))
     floats, treedef = jax.tree_util.tree_flatten(carry)
     is_float = [jnp.issubdtype(leaf.dtype, jnp.floating) for leaf in floats]

@@ -114,6 +114,10 @@ class ScannedStack(CellStack):
     """A :class:`CellStack` whose cells run a resettable scan; ``scan`` picks the strategy."""
 
     scan: str = "auto"  # auto | associative | sequential (see scan.resolve_strategy)
+    # Class constant: True for models whose sequential strategy is a chunkwise-parallel form
+    # (linear attention, mLSTM), faster than their associative scan on the CPU and on an H100
+    # (docs/benchmarks.md, "GPU check of the chunkwise forms"): "auto" picks it on every backend.
+    auto_sequential = False
 
     def setup(self) -> None:
         if self.scan not in STRATEGIES:
@@ -122,6 +126,8 @@ class ScannedStack(CellStack):
 
     @nn.nowrap
     def cell_kwargs(self, length: int) -> dict[str, Any]:
+        if self.scan == "auto" and self.auto_sequential:
+            return {"strategy": "sequential"}
         return {"strategy": resolve_strategy(self.scan, length)}
 
 
