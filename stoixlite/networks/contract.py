@@ -110,7 +110,8 @@ def _contraction(sa: str, sb: str, out: str) -> Callable[[Array, Array], Array]:
         return _matmul_form(sa, sb, out, a, b, lhs_copy=False)
 
     def fwd(a: Array, b: Array) -> tuple[Array, tuple[Array, Array]]:
-        return f(a, b), (a, b)
+        # the product itself, not ``f``: forward-mode over this rule (Hessians) then works
+        return _matmul_form(sa, sb, out, a, b, lhs_copy=False), (a, b)
 
     def bwd(res: tuple[Array, Array], g: Array) -> tuple[Array, Array]:
         a, b = res

@@ -12,8 +12,9 @@ The weight gradient ``x^T g`` contracts both operands over their leading (sample
 axis is its last one, so ``x^T g`` as JAX differentiates it runs in the generic Eigen kernel,
 2-5x slower at these sizes (docs/benchmarks.md, "Weight gradients in XNNPACK"). On the CPU,
 :func:`outer_sum` therefore transposes ``x`` into memory first (an ``optimization_barrier`` keeps
-XLA from folding the transpose back into the matmul), and :func:`matmul` and :class:`Dense` use
-it for their weight gradient. Other backends keep the plain product.
+XLA from folding the transpose back into the matmul), and :func:`matmul` and :class:`Dense` are
+differentiated by :func:`~stoixlite.networks.contract.einsum2`, whose weight gradient has the same
+form. Other backends keep the plain product.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 import flax.linen as nn
 import jax
 
-from stoixlite.networks.contract import materialised
+from stoixlite.networks.contract import einsum2, materialised
 
 
 def _leading_first(a: jax.Array) -> jax.Array:
@@ -38,28 +39,12 @@ def outer_sum(a: jax.Array, b: jax.Array) -> jax.Array:
     return _leading_first(a) @ b.reshape((-1, b.shape[-1]))
 
 
-@jax.custom_vjp
-def _matmul_2d(x: jax.Array, w: jax.Array) -> jax.Array:
-    return x @ w
-
-
-def _matmul_2d_fwd(x: jax.Array, w: jax.Array):
-    return x @ w, (x, w)
-
-
-def _matmul_2d_bwd(res, g: jax.Array):
-    x, w = res
-    return g @ w.T, outer_sum(x, g)
-
-
-_matmul_2d.defvjp(_matmul_2d_fwd, _matmul_2d_bwd)
-
-
 def matmul(x: jax.Array, w: jax.Array) -> jax.Array:
-    """``x [..., F] @ w [F, G] -> [..., G]`` as one 2-D matmul over the flattened leading axes;
-    its weight gradient is :func:`outer_sum`."""
+    """``x [..., F] @ w [F, G] -> [..., G]`` as one 2-D matmul over the flattened leading axes,
+    differentiated by :func:`~stoixlite.networks.contract.einsum2` (its weight gradient is
+    ``x^T g`` with ``x^T`` materialised on the CPU, as in :func:`outer_sum`)."""
     lead = x.shape[:-1]
-    return _matmul_2d(x.reshape((-1, x.shape[-1])), w).reshape(lead + (w.shape[-1],))
+    return einsum2("nf,fg->ng", x.reshape((-1, x.shape[-1])), w).reshape(lead + (w.shape[-1],))
 
 
 class Dense(nn.Dense):

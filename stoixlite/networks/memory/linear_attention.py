@@ -39,6 +39,7 @@ from stoixlite.networks.memory import register_memory
 from stoixlite.networks.memory._common import heads_errors
 from stoixlite.networks.memory._memoroid import MemoroidCell, MemoroidStack
 from stoixlite.networks.memory.scan import (
+    chunk_episodes,
     from_chunks,
     resolve_strategy,
     time_chunks,
@@ -151,23 +152,20 @@ def linear_attention_chunks(
     all chunks at once; only the states before each chunk (``S_c = keep_c S_{c-1} + dS_c``,
     elementwise) run in a loop over the ``T / L`` chunks. Every product is an
     :func:`~stoixlite.networks.contract.einsum2` (forward and gradients in the matmul form
-    XLA:CPU runs fastest; docs/benchmarks.md, "Linear attention in chunks").
+    XLA:CPU runs fastest; docs/benchmarks.md, "Weight gradients in XNNPACK").
     """
     (q, k, v, st), _ = time_chunks((q, k, v, start), (0.0, 0.0, 0.0, False), chunk_size)
     # q, k [C, L, B, h, dk], v [C, L, B, h, dv], st [C, L, B]
-    seg = jnp.cumsum(st.astype(jnp.int32), axis=1)  # [C, L, B]: episode segment in the chunk
-    by_batch = jnp.moveaxis(seg, 1, 2)  # [C, B, L]
-    causal = jnp.tril(jnp.ones((seg.shape[1],) * 2, bool))
-    sees = causal & (by_batch[..., :, None] == by_batch[..., None, :])  # [C, B, t, s]
+    seg, sees = jax.vmap(chunk_episodes)(st)  # [C, B, L], [C, B, t, s]
     a = jnp.where(sees[:, :, None], einsum2("ctbhk,csbhk->cbhts", q, k), 0.0)
     num = einsum2("cbhts,csbhv->ctbhv", a, v)
     den = jnp.moveaxis(jnp.sum(a, axis=-1), -1, 1)  # [C, L, B, h]
     # each chunk's own increment: k_s v_s^T (k_s) over the steps of its last episode
-    in_last = (seg == seg[:, -1:]).astype(k.dtype)[..., None, None]  # [C, L, B, 1, 1]
-    k_last = in_last * k
+    in_last = jnp.moveaxis(seg == seg[..., -1:], 2, 1)  # [C, L, B]
+    k_last = in_last.astype(k.dtype)[..., None, None] * k
     d_s = einsum2("csbhk,csbhv->cbhkv", k_last, v)
     d_z = jnp.sum(k_last, axis=1)  # [C, B, h, dk]
-    keep = seg[:, -1] == 0  # [C, B]: no start in the chunk, the state before it carries on
+    keep = seg[..., -1] == 0  # [C, B]: no start in the chunk, the state before it carries on
 
     def carry_on(state: AttnState, chunk: tuple[Array, Array, Array]):
         (s, z), (kp, ds, dz) = state, chunk
@@ -178,7 +176,7 @@ def linear_attention_chunks(
         return after, state
 
     final, (s_in, z_in) = jax.lax.scan(carry_on, carry, (keep, d_s, d_z))
-    sees_carry = (seg == 0)[..., None]  # [C, L, B, 1]
+    sees_carry = jnp.moveaxis(seg == 0, 2, 1)[..., None]  # [C, L, B, 1]
     num = num + jnp.where(sees_carry[..., None], einsum2("ctbhk,cbhkv->ctbhv", q, s_in), 0.0)
     den = den + jnp.where(sees_carry, einsum2("ctbhk,cbhk->ctbh", q, z_in), 0.0)
     o = num / (den + eps)[..., None]
