@@ -145,8 +145,16 @@ def test_burn_in_zero_is_todays_update():
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
-@pytest.mark.parametrize("model", ["gru", "transformer"])
-def test_rollout_keeping_equals_rollout(model):
+@pytest.mark.parametrize(
+    ("model", "keep"),
+    [
+        ("gru", (0, 3, 4, 8, 12)),
+        ("transformer", (0, 3, 4, 8, 12)),
+        ("transformer", (0,)),  # whole-rollout sequences: no buffer in the loop
+        ("transformer", (3, 8)),  # step 0 not kept
+    ],
+)
+def test_rollout_keeping_equals_rollout(model, keep):
     """``rollout_keeping`` (the rollout of ``system.rollout_carries=sequence_starts``) records the
     same trajectory as ``rollout``, keeps exactly the carries before the listed steps, and its
     next values equal the batched ``bootstrap_values`` at every step whose value GAE uses (all
@@ -155,7 +163,6 @@ def test_rollout_keeping_equals_rollout(model):
     from stoixlite.ppo.rollout import bootstrap_values, rollout, rollout_keeping
 
     exp = build_run(compose_config(OVERRIDES + [f"network={model}"]))
-    keep = (0, 3, 4, 8, 12)
 
     @jax.jit
     def both(key):

@@ -129,8 +129,10 @@ def rollout_keeping(
 
     For a memory whose carry is large (an attention cache: ``2 M H`` floats per layer and env)
     the ``[T, N, ...]`` carries of :func:`rollout` dominate the update's memory and time. Here
-    the loop writes the carry before step t into a ``[len(keep) + 1, N, ...]`` buffer (slot
-    ``keep.index(t)``, or a spare slot that is dropped) and, on the steps where some env needs it
+    the carry before step 0 is the state's own, and on the other steps of ``keep`` the loop
+    writes the carry into a ``[K, N, ...]`` buffer (``K`` such steps; a ``lax.cond``: on the
+    other steps nothing is copied, and with ``keep == (0,)``, whole-rollout sequences, there is
+    no buffer at all). On the steps where some env needs it
     (:func:`needs_bootstrap`: a truncation, or the last step), evaluates V(true next observation)
     from the carry after step t with one more T=1 call (a ``lax.cond``: skipped on the other
     steps); everywhere else the next value is the rollout's ``value[t+1]``. Equal to
@@ -139,17 +141,24 @@ def rollout_keeping(
     Returns ``(state, traj, kept, next_value)``: ``kept`` leaves ``[len(keep), N, ...]`` in the
     order of ``keep``; ``next_value [T, N]``.
     """
-    slots = [len(keep)] * length
-    for i, t in enumerate(keep):
+    later = [t for t in keep if t > 0]  # kept from inside the loop; step 0's is state.carry
+    slots = [len(later)] * length  # the buffer slot of each step (len(later): none)
+    for i, t in enumerate(later):
         slots[t] = i
     policy_step = _policy_step(apply_fn, env)
     final = jnp.arange(length) == length - 1
 
+    def write(buffer: Any, slot: jax.Array, carry: Any) -> Any:
+        return jax.tree.map(
+            lambda b, c: jax.lax.dynamic_update_index_in_dim(b, c, slot, 0), buffer, carry
+        )
+
     def step(carry: tuple, xs: tuple[jax.Array, jax.Array]) -> tuple[tuple, tuple]:
         (loop, buffer), (slot, is_final) = carry, xs
-        buffer = jax.tree.map(
-            lambda b, c: jax.lax.dynamic_update_index_in_dim(b, c, slot, 0), buffer, loop[3]
-        )
+        if later:
+            buffer = jax.lax.cond(
+                slot < len(later), lambda b: write(b, slot, loop[3]), lambda b: b, buffer
+            )
         loop, transition = policy_step(loop)
         no_start = jnp.zeros((1, transition.reward.shape[0]), dtype=bool)
 
@@ -161,15 +170,20 @@ def rollout_keeping(
         value = jax.lax.cond(needed, value_of_next, lambda: jnp.zeros_like(transition.value))
         return (loop, buffer), (transition, value)
 
-    buffer = jax.tree.map(lambda c: jnp.zeros((len(keep) + 1,) + c.shape, c.dtype), state.carry)
+    buffer = jax.tree.map(lambda c: jnp.zeros((len(later),) + c.shape, c.dtype), state.carry)
     init = ((state.params, state.env_state, state.timestep, state.carry, state.key), buffer)
     xs = (jnp.asarray(slots, jnp.int32), final)
     ((_, env_state, timestep, mem, key), buffer), (traj, called) = jax.lax.scan(
         step, init, xs, unroll=unroll
     )
+    kept = jax.tree.map(
+        lambda c0, b: jnp.stack([c0 if t == 0 else b[later.index(t)] for t in keep]),
+        state.carry,
+        buffer,
+    )
     state = state.replace(env_state=env_state, timestep=timestep, carry=mem, key=key)
     next_value = jnp.where(needs_bootstrap(traj), called, _shifted_values(traj, called[-1]))
-    return state, traj, jax.tree.map(lambda b: b[: len(keep)], buffer), next_value
+    return state, traj, kept, next_value
 
 
 def next_values(apply_fn: ApplyFn, params: Any, traj: Transition, carries_after: Any) -> jax.Array:
