@@ -213,11 +213,14 @@ def _ssm_backward(res: tuple[Array, ...], cotangents: tuple[Array, Array]) -> tu
     ``d b_t = dh_t^T du_t`` and, through ``lambda_t``, ``d dt_t`` and ``dA``."""
     a, h0, dt, du, b, c, keep, hs = res
     g_h, g_y = cotangents
-    h_prev = jnp.concatenate([h0[None], hs[:-1]], axis=0)
 
     def body(carry, inp):
         dh_next, da = carry
-        dt_t, du_t, b_t, c_t, k_t, h_t, hp_t, gy_t = inp
+        dt_t, du_t, b_t, c_t, k_t, gy_t, t = inp
+        # h_{t-1} read from the saved states in place (a shifted copy would be [T, B, E, N])
+        hp_t = jnp.where(
+            t == 0, h0, jax.lax.dynamic_index_in_dim(hs, jnp.maximum(t - 1, 0), 0, False)
+        )
         lam = jnp.exp(dt_t[..., None] * a) * k_t[:, None, None]
         dh = dh_next + gy_t[..., None] * c_t[:, None, :]
         g_exp = dh * hp_t * lam  # d loss / d (dt_t A), [B, E, N]
@@ -226,14 +229,14 @@ def _ssm_backward(res: tuple[Array, ...], cotangents: tuple[Array, Array]) -> tu
             jnp.einsum("ben,en->be", g_exp, a),
             jnp.einsum("ben,bn->be", dh, b_t),
             jnp.einsum("ben,be->bn", dh, du_t),
-            jnp.einsum("ben,be->bn", h_t, gy_t),
         )
         return (dh * lam, da), grads
 
-    inputs = (dt, du, b, c, keep, hs, h_prev, g_y)
-    (g_h0, g_a), (g_dt, g_du, g_b, g_c) = jax.lax.scan(
+    inputs = (dt, du, b, c, keep, g_y, jnp.arange(dt.shape[0]))
+    (g_h0, g_a), (g_dt, g_du, g_b) = jax.lax.scan(
         body, (g_h, jnp.zeros_like(a)), inputs, reverse=True
     )
+    g_c = jnp.einsum("tben,tbe->tbn", hs, g_y)  # needs no reverse state: one product over all T
     return g_a, g_h0, g_dt, g_du, g_b, g_c, jnp.zeros_like(keep)
 
 
