@@ -103,6 +103,7 @@ class DeltaNetCell(nn.Module):
 
 
 MATMUL = "bhts,bhsd->bhtd"  # the [L, L] x [L, d] products of one chunk, per batch row and head
+CHUNKS_MATMUL = "cbhts,cbhsd->cbhtd"  # the same for all chunks at once
 
 
 def delta_rule_chunks(
@@ -132,37 +133,42 @@ def delta_rule_chunks(
     ``(I + N)^-1 = (I - N)(I + N^2)(I + N^4)...`` (``N`` is nilpotent: ``N^L = 0``) solves it
     with ``log2 L`` matrix products; a batched LAPACK triangular solve deadlocked XLA's CPU
     thread pool here. Then ``o_t = g_t0 S_0 q_t + sum_{s <= t} g_ts (k_s . q_t) u_s`` and the
-    state after the chunk is the last row's sum. Steps past ``T`` (padding) have ``beta = 0``
-    and ``log alpha = 0``: they leave the state unchanged.
+    state after the chunk is the last row's sum. The decays, ``(I + N)^-1`` and the ``g_ts (k_s
+    . q_t)`` weights do not depend on the carry and are computed for all chunks at once; the
+    loop over chunks does the five products that involve ``S_0``. Steps past ``T`` (padding)
+    have ``beta = 0`` and ``log alpha = 0``: they leave the state unchanged.
 
     Every product is an :func:`~stoixlite.networks.contract.einsum2` (forward and gradients in
     the matmul form XLA:CPU runs fastest).
     """
     fills = (0.0, 0.0, 0.0, 0.0, 0.0, False)
-    xs, size = time_chunks((q, k, v, log_alpha, beta, start), fills, chunk_size)
+    chunks, size = time_chunks((q, k, v, log_alpha, beta, start), fills, chunk_size)
+    q, k, v, log_a, beta, st = chunks  # [C, L, B, h, d] x 3, [C, L, B, h] x 2, [C, L, B]
     strict = jnp.tril(jnp.ones((size, size), bool), -1)
     squarings = max(0, (size - 1).bit_length() - 1)  # N^(2^j) for j = 1..squarings
+    # Everything that does not depend on the carry, for all chunks at once: the decays, the
+    # inverse (I + N)^-1 = (I - N)(I + N^2)(I + N^4)... and the masked q . k weights.
+    seg, sees = jax.vmap(chunk_episodes)(st)  # [C, B, L], [C, B, t, s]
+    b = jnp.moveaxis(jnp.cumsum(log_a, axis=1), 1, -1)  # [C, B, h, L]
+    g = jnp.exp(jnp.where(sees[:, :, None], b[..., :, None] - b[..., None, :], NEG_INF))
+    g0 = jnp.where((seg == 0)[:, :, None, :], jnp.exp(b), 0.0)  # [C, B, h, L]
+    beta = jnp.moveaxis(beta, 1, -1)[..., None]  # [C, B, h, L, 1]
+    n = jnp.where(strict, beta * g * einsum2("ctbhd,csbhd->cbhts", k, k), 0.0)
+    inverse, power = jnp.eye(size, dtype=n.dtype) - n, n
+    for _ in range(squarings):
+        power = einsum2(CHUNKS_MATMUL, power, power)
+        inverse = inverse + einsum2(CHUNKS_MATMUL, power, inverse)
+    a_qk = g * einsum2("ctbhd,csbhd->cbhts", q, k)
 
     def body(s: Array, chunk: tuple[Array, ...]) -> tuple[Array, Array]:
-        q, k, v, log_a, beta, st = chunk  # [L, B, h, d] x 3, [L, B, h] x 2, [L, B]
-        seg, sees = chunk_episodes(st)
-        b = jnp.moveaxis(jnp.cumsum(log_a, axis=0), 0, -1)  # [B, h, L]
-        g = jnp.exp(jnp.where(sees[:, None], b[..., :, None] - b[..., None, :], NEG_INF))
-        g0 = jnp.where((seg == 0)[:, None, :], jnp.exp(b), 0.0)  # [B, h, L]
-        beta = jnp.moveaxis(beta, 0, -1)[..., None]  # [B, h, L, 1]
-        n = jnp.where(strict, beta * g * einsum2("tbhd,sbhd->bhts", k, k), 0.0)
+        inverse, a_qk, g0, g_last, beta, q, k, v = chunk  # [B, h, ...] and [L, B, h, d] x 3
         sk0 = g0[..., None] * einsum2("bhvk,tbhk->bhtv", s, k)
-        u = beta * (jnp.moveaxis(v, 0, 2) - sk0)  # [B, h, L, d]
-        u, power = u - einsum2(MATMUL, n, u), n
-        for _ in range(squarings):
-            power = einsum2(MATMUL, power, power)
-            u = u + einsum2(MATMUL, power, u)
-        o = einsum2(MATMUL, g * einsum2("tbhd,sbhd->bhts", q, k), u)
-        o = o + g0[..., None] * einsum2("bhvk,tbhk->bhtv", s, q)
-        s = g0[..., -1, None, None] * s + einsum2("bhsv,sbhk->bhvk", g[..., -1, :, None] * u, k)
+        u = einsum2(MATMUL, inverse, beta * (jnp.moveaxis(v, 0, 2) - sk0))  # [B, h, L, d]
+        o = einsum2(MATMUL, a_qk, u) + g0[..., None] * einsum2("bhvk,tbhk->bhtv", s, q)
+        s = g0[..., -1, None, None] * s + einsum2("bhsv,sbhk->bhvk", g_last[..., None] * u, k)
         return s, jnp.moveaxis(o, 2, 0)
 
-    final, o = jax.lax.scan(body, s0, xs)
+    final, o = jax.lax.scan(body, s0, (inverse, a_qk, g0, g[..., -1, :], beta, q, k, v))
     return final, from_chunks(o, start.shape[0])
 
 
