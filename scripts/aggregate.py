@@ -8,22 +8,22 @@ runs by env (name and difficulty) x network and pools their seeds: a run trained
 ``arch.num_seeds > 1`` contributes each seed of its ``metrics_per_seed.jsonl``. Writes to
 ``--out`` (default ``<dir>/aggregate``):
 
-* ``results.md``: per env x network the number of seeds, the env steps trained, mean ± std
-  (over seeds) and the 95 % confidence interval of the mean (Student t) of the final and of the
-  maximum eval return, the wall time of the runs, and the runs that failed (an ``error.txt`` in
-  their job directory);
+* ``results.md``: per env x network the number of seeds, the env steps trained, and for the
+  MMER (POPGym's max mean episodic return of the training episodes of one update), the final
+  and the maximum eval return: the mean, the sample standard deviation (ddof 1) over seeds and
+  the 95 % Student-t interval of the mean (:mod:`stoixlite.results.stats`); the wall time of
+  the runs, and the runs that failed (an ``error.txt`` in their job directory);
 * ``<env>.png``: learning curves per env, one line per network (mean over seeds, ± std band).
 
 ``--label run`` keys rows and curves by run directory name instead of network, to put the
 ablations of one network side by side.
 
-The table is also printed. Needs only numpy, matplotlib and omegaconf.
+The table is also printed.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import sys
 import warnings
 from collections import defaultdict
@@ -38,37 +38,20 @@ import matplotlib  # noqa: E402
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
-from omegaconf import OmegaConf  # noqa: E402
-
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # this checkout's stoixlite
 
 from stoixlite.cli_args import OneLineArgumentParser, fail, output_dir_error  # noqa: E402
-from stoixlite.tracking.jsonl import read_jsonl as _read_jsonl  # noqa: E402
-
-
-class RunReadError(ValueError):
-    """A run's file cannot be read (one line naming the file)."""
-
-
-def read_jsonl(path: Path) -> list[dict]:
-    """The records of a metrics file; :class:`RunReadError` naming it when it is unreadable."""
-    try:
-        return _read_jsonl(path)
-    except (OSError, ValueError) as err:
-        raise RunReadError(f"{path} is unreadable: {str(err).splitlines()[0]}") from None
-
-
-Curve = tuple[np.ndarray, np.ndarray]  # steps [K], values [K] (NaN where missing)
-
-
-def curve(records: list[dict], metric: str) -> Curve:
-    steps = np.asarray([r["step"] for r in records], np.float64)
-    values = np.asarray(
-        [math.nan if r.get(metric) is None else r[metric] for r in records], np.float64
-    )
-    return steps, values
+from stoixlite.results.runs import (  # noqa: E402
+    Curve,
+    RunReadError,
+    curve,
+    read_jsonl,
+    run_config,
+    run_dirs,
+    run_wall_time,
+    seed_records,
+    seed_scores,
+)
+from stoixlite.results.stats import LABEL, finite, summarize_seeds  # noqa: E402
 
 
 def metrics_file(run_dir: Path) -> Path:
@@ -86,14 +69,7 @@ def run_metrics(run_dir: Path) -> set[str]:
 
 def run_curves(run_dir: Path, metric: str) -> list[Curve]:
     """One curve per seed of a run directory."""
-    per_seed = run_dir / "metrics_per_seed.jsonl"
-    if per_seed.exists():
-        by_seed: dict[int, list[dict]] = defaultdict(list)
-        for record in read_jsonl(per_seed):
-            by_seed[record["seed"]].append(record)
-        return [curve(records, metric) for _, records in sorted(by_seed.items())]
-    records = read_jsonl(run_dir / "metrics.jsonl")
-    return [curve(records, metric)] if records else []
+    return [curve(records, metric) for records in seed_records(run_dir)]
 
 
 LABELS = ("network", "run")
@@ -102,15 +78,15 @@ LABELS = ("network", "run")
 def labels(run_dir: Path, label: str = "network") -> tuple[str, str]:
     """``(env[difficulty], variant)``; the variant is the network name, or with
     ``label="run"`` the run directory's name (to compare ablations of one network)."""
-    path = run_dir / "config.yaml"
+    cfg = run_config(run_dir)
     try:
-        cfg = OmegaConf.load(path)
         env = str(cfg.env.name)
         if cfg.env.get("difficulty"):
             env += f"[{cfg.env.difficulty}]"
         network = str(cfg.network.name)
-    except Exception as err:  # YAML syntax, binary garbage, no env/network section
+    except Exception as err:  # no env/network section
         reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        path = run_dir / "config.yaml"
         raise RunReadError(f"{path} is not a readable run config: {reason}") from None
     return env, network if label == "network" else run_dir.name
 
@@ -119,82 +95,58 @@ def slug(text: str) -> str:
     return text.replace("/", "-").replace("[", "-").replace("]", "")
 
 
-# Two-sided 95 % Student-t quantiles by degrees of freedom (1..10); 1.96 beyond.
-T95 = (12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228)
-
-
-def finite(values: list[float]) -> np.ndarray:
-    arr = np.asarray(values, np.float64)
-    return arr[np.isfinite(arr)]
-
-
-def fmt(values: list[float]) -> str:
-    arr = finite(values)
-    return "n/a" if arr.size == 0 else f"{arr.mean():.3f} ± {arr.std():.3f}"
-
-
-def ci95(values: list[float]) -> str:
-    """``[lo, hi]``: 95 % t-interval of the mean over seeds (``n/a`` below 2 seeds)."""
-    arr = finite(values)
-    if arr.size < 2:
-        return "n/a"
-    t = T95[arr.size - 2] if arr.size - 1 <= len(T95) else 1.96
-    half = t * arr.std(ddof=1) / np.sqrt(arr.size)
-    return f"[{arr.mean() - half:.2f}, {arr.mean() + half:.2f}]"
-
-
-def run_wall_time(run_dir: Path) -> float:
-    """Wall seconds of a run (compile included): ``time/elapsed_s`` of its last record."""
-    records = read_jsonl(run_dir / "metrics.jsonl")
-    return float(records[-1].get("time/elapsed_s") or math.nan) if records else math.nan
-
-
 Groups = dict[tuple[str, str], list[Curve]]
 WallTimes = dict[tuple[str, str], list[float]]
-
-
-def run_dirs(root: Path) -> list[Path]:
-    """Every run below ``root``: a directory with a ``metrics.jsonl`` and a ``config.yaml``."""
-    found = (path.parent for path in sorted(root.rglob("metrics.jsonl")))
-    return [run_dir for run_dir in found if (run_dir / "config.yaml").exists()]
+Mmers = dict[tuple[str, str], list[float]]
 
 
 def collect(
     root: Path, metric: str, label: str = "network"
-) -> tuple[Groups, WallTimes, list[Path]]:
-    """Per (env, variant): the seeds' curves and the runs' wall times; the failed job dirs."""
+) -> tuple[Groups, WallTimes, list[Path], Mmers]:
+    """Per (env, variant): the seeds' curves, the runs' wall times and the seeds' MMER; the
+    failed job dirs."""
     groups: Groups = defaultdict(list)
     walls: WallTimes = defaultdict(list)
+    mmers: Mmers = defaultdict(list)
     for run_dir in run_dirs(root):
         key = labels(run_dir, label)
         groups[key].extend(run_curves(run_dir, metric))
         walls[key].append(run_wall_time(run_dir))
+        mmers[key].extend(score.mmer for score in seed_scores(run_dir))
     failed = sorted(p.parent for p in root.rglob("error.txt"))
-    return groups, walls, failed
+    return groups, walls, failed, mmers
 
 
-def table(groups: Groups, walls: WallTimes, failed: list[Path], metric: str) -> str:
+def table(
+    groups: Groups, walls: WallTimes, failed: list[Path], metric: str, mmers: Mmers | None = None
+) -> str:
+    mmers = mmers or {}
     lines = [
-        f"| env | network | seeds | steps | final {metric} | final 95% CI | max {metric} "
-        "| max 95% CI | wall s |",
-        "|---|---|---|---|---|---|---|---|---|",
+        f"| env | network | seeds | steps | MMER | MMER 95% CI | final {metric} | final 95% CI "
+        f"| max {metric} | max 95% CI | wall s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for (env, network), curves in sorted(groups.items()):
         finals = [
             values[np.isfinite(values)][-1] for _, values in curves if np.isfinite(values).any()
         ]
         maxima = [np.nanmax(values) for _, values in curves if np.isfinite(values).any()]
+        mmer, final, best = (
+            summarize_seeds(v) for v in (mmers.get((env, network), []), finals, maxima)
+        )
         steps = max((int(s[-1]) for s, _ in curves if len(s)), default=0)
         wall = finite(walls.get((env, network), []))
         wall_s = f"{wall.max():.0f}" if wall.size else "n/a"
         lines.append(
-            f"| {env} | {network} | {len(curves)} | {steps:.2e} | {fmt(finals)} | {ci95(finals)} "
-            f"| {fmt(maxima)} | {ci95(maxima)} | {wall_s} |"
+            f"| {env} | {network} | {len(curves)} | {steps:.2e} | {mmer.fmt()} | {mmer.fmt_ci()} "
+            f"| {final.fmt()} | {final.fmt_ci()} | {best.fmt()} | {best.fmt_ci()} | {wall_s} |"
         )
     lines.append("")
     lines.append(
-        "mean ± std over seeds and the 95 % t-interval of the mean (runs pooled per env x "
-        "network); wall s: the longest run's wall time, compile included."
+        f"{LABEL}; runs pooled per env x network. MMER: the maximum over training of the mean "
+        "return of the training episodes of one update (POPGym's max mean episodic return); "
+        "final / max: the last and the best value of the metric; wall s: the longest run's wall "
+        "time, compile included."
     )
     if failed:
         lines.append(f"\n{len(failed)} failed runs (see their error.txt):")
@@ -262,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         metrics = sorted(set().union(*(run_metrics(run_dir) for run_dir in runs)))
         if runs and args.metric not in metrics:
             parser.error(f"--metric {args.metric!r} is in none of the runs; choose from {metrics}")
-        groups, walls, failed = collect(args.root, args.metric, args.label)
+        groups, walls, failed, mmers = collect(args.root, args.metric, args.label)
     except RunReadError as err:
         parser.error(str(err))
     if not groups and not failed:
@@ -270,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     out = args.out or args.root / "aggregate"
     if error := output_dir_error(out):
         parser.error(error)
-    text = table(groups, walls, failed, args.metric)
+    text = table(groups, walls, failed, args.metric, mmers)
     print(text)
     try:
         (out / "results.md").write_text(text)

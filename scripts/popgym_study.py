@@ -24,11 +24,9 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # this checkout's stoixlite
+from stoixlite.cli_args import OneLineArgumentParser
 
-from stoixlite.cli_args import OneLineArgumentParser  # noqa: E402
+ROOT = Path(__file__).resolve().parent.parent
 
 DEFAULT_ENVS = ["repeat_previous", "repeat_first", "count_recall", "autoencode", "higher_lower"]
 DEFAULT_NETWORKS = ["gru", "lstm", "memoroid", "mlp"]

@@ -4,6 +4,9 @@ Stable metric names (documented in README):
 
 * ``train/episode_return``, ``train/episode_length``: mean over episodes finished during the chunk
 * ``train/episodes``: number of episodes finished in the chunk
+* ``train/episode_return_best_update``: the highest mean return of the episodes finished in one
+  update of the chunk (updates in which no episode finished are skipped; NaN when none did).
+  Its maximum over a run is the POPGym paper's MMER (max mean episodic return)
 * ``train/invalid_actions``: fraction of rollout steps whose action was invalid (docs/envs.md)
 * ``train/sps``: environment steps per second of the chunk (host wall-clock, excludes evaluation)
 * ``train/explained_variance``
@@ -26,13 +29,16 @@ _SUM_KEYS = ("train/episodes",)
 # Returns whose spread over seeds is logged as ``<key>_seed_std`` when several seeds train together.
 SEED_STD_KEYS = ("eval/episode_return", "train/episode_return")
 _WEIGHTED_KEYS = ("train/episode_return", "train/episode_length")
+BEST_UPDATE_KEY = "train/episode_return_best_update"
 
 
 def summarize_chunk(stacked: dict[str, Any]) -> dict[str, float]:
     """Reduce per-update metrics ``[U]`` of one learn chunk to floats.
 
     Episode statistics are weighted by the number of episodes finished in each update (NaN when
-    none finished); counts are summed; everything else is averaged.
+    none finished); counts are summed; everything else is averaged. ``train/episode_return`` also
+    gives ``train/episode_return_best_update``, the maximum of its per-update values over the
+    updates in which an episode finished.
     """
     host = {k: np.asarray(v, dtype=np.float64) for k, v in stacked.items()}
     out: dict[str, float] = {}
@@ -43,6 +49,9 @@ def summarize_chunk(stacked: dict[str, Any]) -> dict[str, float]:
         elif key in _WEIGHTED_KEYS and episodes is not None:
             total = episodes.sum()
             out[key] = float((value * episodes).sum() / total) if total > 0 else math.nan
+            if key == "train/episode_return":
+                finished = value[episodes > 0]
+                out[BEST_UPDATE_KEY] = float(finished.max()) if finished.size else math.nan
         elif key == "loss/first_ratio_max_dev":
             out[key] = float(value.max())
         else:

@@ -1,0 +1,238 @@
+#!/usr/bin/env python
+"""Train the POPGym table's cells and write the table (ours against the POPGym paper).
+
+    python scripts/popgym_table.py train         # all 48 cells: 16 envs x 3 difficulties
+    python scripts/popgym_table.py train --envs repeat_first --difficulties hard \\
+        --networks gru --seeds 0 1 2 --variant popgym -- +protocol=popgym
+    python scripts/popgym_table.py report        # docs/popgym_table.md + its figure
+
+``train`` runs one ``python -m stoixlite.rec_ppo`` per cell (env x difficulty x network, all
+seeds vmapped in one compiled program: ``arch.seed=<first> arch.num_seeds=<n>``) with the
+shipped configs and their budget, stopping early only once the evaluation reaches POPGym's
+highest return (``arch.target_return=1.0``, ``--stop-at``: nothing is left to learn), into
+``<out>/<env>/<difficulty>/<network>[+<variant>]``. A cell with a ``cell.json`` marked done is
+skipped; an interrupted one with a checkpoint is resumed (``resume=<dir>``); one that stopped
+before its first checkpoint starts afresh. Overrides after ``--`` go to every cell of this call
+and must come with ``--variant NAME`` (so that cells trained differently never share a
+directory). A failed cell is recorded, the others go on, and the exit status is 1.
+
+``report`` reads every cell below ``--out`` and writes ``--doc`` (default
+``docs/popgym_table.md``) and ``--figure``: per cell the random policy's return, then for each
+trained model its MMER (the paper's max mean episodic return, from the training episodes of
+each update), final and best greedy/sampled eval, with the mean, the sample sd and the 95 %
+t-interval over seeds, the steps and the wall time, next to the paper's GRU and best model
+where published (:mod:`stoixlite.results.popgym_paper`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from stoixlite.cli_args import OneLineArgumentParser
+from stoixlite.results.popgym_paper import DIFFICULTIES, ENVS
+
+ROOT = Path(__file__).resolve().parent.parent
+CELL_FILE = "cell.json"
+DEFAULT_NETWORKS = ["gru", "memoroid", "mlp"]
+
+
+def cell_dir(out: Path, env: str, difficulty: str, network: str, variant: str | None) -> Path:
+    """Where a cell's run lives: ``<out>/<env>/<difficulty>/<network>[+<variant>]``."""
+    return out / env / difficulty / (f"{network}+{variant}" if variant else network)
+
+
+def read_cell(path: Path) -> dict:
+    """The cell's ``cell.json`` (``{}`` when it has none or it is unreadable)."""
+    try:
+        return json.loads((path / CELL_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def write_cell(path: Path, record: dict) -> None:
+    """Write ``cell.json`` atomically (a temporary file renamed over it)."""
+    tmp = path / f".{CELL_FILE}.tmp"
+    tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path / CELL_FILE)
+
+
+def has_checkpoint(path: Path) -> bool:
+    ckpt = path / "checkpoints"
+    return ckpt.is_dir() and any(p.name.isdigit() for p in ckpt.iterdir())
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        )
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+        )
+    except OSError:
+        return "unknown"
+    commit = out.stdout.strip() or "unknown"
+    return commit + ("+changes" if dirty.stdout.strip() else "")
+
+
+def machine() -> str:
+    """The CPU model and core count (and the accelerator JAX would use, when not a CPU)."""
+    model = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} cores"
+
+
+def train_command(args, env: str, difficulty: str, network: str, path: Path) -> list[str]:
+    """The cell's command: ``resume=<dir>`` when it has a checkpoint, else a fresh run."""
+    if has_checkpoint(path):
+        return [sys.executable, "-m", "stoixlite.rec_ppo", f"resume={path}"]
+    return fresh_command(args, env, difficulty, network, path)
+
+
+def fresh_command(args, env: str, difficulty: str, network: str, path: Path) -> list[str]:
+    """The command that trains the cell from scratch (recorded in ``cell.json``)."""
+    return [
+        sys.executable,
+        "-m",
+        "stoixlite.rec_ppo",
+        f"env=popgym/{env}",
+        f"env.difficulty={difficulty}",
+        f"network={network}",
+        f"arch.seed={min(args.seeds)}",
+        f"arch.num_seeds={len(args.seeds)}",
+        f"arch.target_return={args.stop_at}",
+        f"hydra.run.dir={path}",
+        *args.overrides,
+    ]
+
+
+def train(args) -> int:
+    cells = [
+        (env, difficulty, network)
+        for difficulty in args.difficulties
+        for env in args.envs
+        for network in args.networks
+    ]
+    failed = 0
+    for k, (env, difficulty, network) in enumerate(cells, 1):
+        path = cell_dir(args.out, env, difficulty, network, args.variant)
+        record = read_cell(path)
+        name = f"[{k}/{len(cells)}] {env} {difficulty} {path.name}"
+        if record.get("status") == "done":
+            print(f"{name}: done, skipped", flush=True)
+            continue
+        if path.exists() and not has_checkpoint(path):
+            shutil.rmtree(path)  # stopped before its first checkpoint: nothing to keep
+        cmd = train_command(args, env, difficulty, network, path)
+        print(f"{name}: {shlex.join(cmd)}", flush=True)
+        if args.dry_run:
+            continue
+        path.mkdir(parents=True, exist_ok=True)
+        start = time.time()
+        code = subprocess.call(cmd, cwd=ROOT, stdout=subprocess.DEVNULL)
+        wall = time.time() - start
+        record = read_cell(path)  # what earlier attempts recorded
+        record["command"] = shlex.join(fresh_command(args, env, difficulty, network, path))
+        attempts = record.get("attempts", []) + [
+            {
+                "started": datetime.fromtimestamp(start, timezone.utc).isoformat("T", "seconds"),
+                "wall_s": round(wall, 1),
+                "exit": code,
+                "commit": git_commit(),
+                "machine": machine(),
+                "command": shlex.join(cmd),
+            }
+        ]
+        record.update(
+            status="done" if code == 0 else "failed",
+            attempts=attempts,
+            wall_s=round(sum(a["wall_s"] for a in attempts), 1),
+            seeds=list(args.seeds),
+            overrides=list(args.overrides),
+        )
+        write_cell(path, record)
+        outcome = "done" if code == 0 else f"FAILED (exit {code})"
+        print(f"{name}: {outcome} in {wall:.0f} s", flush=True)
+        failed += code != 0
+    if failed:
+        print(f"{failed} cell(s) failed; run the same command again to retry them", flush=True)
+    return 1 if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    overrides = argv[argv.index("--") + 1 :] if "--" in argv else []
+    argv = argv[: argv.index("--")] if "--" in argv else argv
+    parser = OneLineArgumentParser(description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    tr = sub.add_parser("train", help="train the cells (skips finished ones, resumes the rest)")
+    tr.add_argument("--envs", nargs="+", default=list(ENVS), choices=ENVS, metavar="ENV")
+    tr.add_argument("--difficulties", nargs="+", default=list(DIFFICULTIES), choices=DIFFICULTIES)
+    tr.add_argument("--networks", nargs="+", default=DEFAULT_NETWORKS)
+    tr.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    tr.add_argument("--variant", default=None, help="name of the overrides after --")
+    tr.add_argument(
+        "--stop-at",
+        default="1.0",
+        help="arch.target_return of every cell (default 1.0, POPGym's highest return: a cell "
+        "stops once its greedy eval is perfect; 'null': always the whole budget)",
+    )
+    tr.add_argument("--out", type=Path, default=ROOT / "outputs" / "popgym_table")
+    tr.add_argument("--dry-run", action="store_true", help="print the commands only")
+    rp = sub.add_parser("report", help="write the table and the figure from the cells")
+    rp.add_argument("--out", type=Path, default=ROOT / "outputs" / "popgym_table")
+    rp.add_argument("--doc", type=Path, default=ROOT / "docs" / "popgym_table.md")
+    rp.add_argument("--figure", type=Path, default=ROOT / "docs" / "img" / "popgym_table.png")
+    rp.add_argument("--random-episodes", type=int, default=512)
+    args = parser.parse_args(argv)
+    args.overrides = overrides
+    if args.command == "train":
+        return train_checked(parser, args)
+    from stoixlite.results.popgym_report import write_report
+
+    return write_report(args)
+
+
+def train_checked(parser, args) -> int:
+    from stoixlite.cli_args import checked_run_config
+
+    if args.overrides and not args.variant:
+        parser.error("overrides after -- need --variant NAME (the cells' directory suffix)")
+    if args.variant and not args.variant.replace("_", "").replace("-", "").isalnum():
+        parser.error(f"--variant {args.variant!r}: letters, digits, '-' and '_' only")
+    if sorted(args.seeds) != list(range(min(args.seeds), min(args.seeds) + len(args.seeds))):
+        parser.error(f"--seeds {args.seeds}: consecutive seeds only (they train in one program)")
+    for network in args.networks:
+        job = [
+            f"env=popgym/{args.envs[0]}",
+            f"env.difficulty={args.difficulties[0]}",
+            f"network={network}",
+            f"arch.num_seeds={len(args.seeds)}",
+            *args.overrides,
+        ]
+        _, error = checked_run_config(job)
+        if error is not None:
+            parser.error(f"network={network}: {error}")
+    return train(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

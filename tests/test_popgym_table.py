@@ -1,0 +1,95 @@
+"""``scripts/popgym_table.py``: cells trained once (finished ones skipped, interrupted ones
+resumed, ones stopped before their first checkpoint restarted), failures recorded and reported
+non-zero, and a report whose numbers are the runs' own (MMER from the per-update returns)."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import numpy as np
+from conftest import SCRIPTS, TINY
+
+from stoixlite.results.popgym_report import best_memory_model, load_cells
+from stoixlite.results.runs import seed_scores
+from stoixlite.tracking.jsonl import read_jsonl
+from stoixlite.tracking.metrics import BEST_UPDATE_KEY
+
+ROOT = SCRIPTS.parent
+CELL = ["--envs", "repeat_previous", "--difficulties", "easy", "--seeds", "0", "1"]
+# 3 chunks of one update of 4 envs x 64 steps: episodes (51 steps) end in every update
+TINY_CELL = [*TINY, "system.rollout_length=64", "arch.total_timesteps=768"]
+TINY_CELL += ["arch.num_evaluations=3", "logger.plot=false"]
+
+
+def table(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(SCRIPTS / "popgym_table.py"), *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
+
+
+def test_cells_train_skip_resume_and_report(tmp_path):
+    out = tmp_path / "cells"
+    args = ["train", *CELL, "--networks", "gru", "mlp", "--out", str(out), "--variant", "tiny"]
+    first = table(*args, "--", *TINY_CELL)
+    assert first.returncode == 0, first.stdout + first.stderr
+    for network in ("gru", "mlp"):
+        cell = json.loads(
+            (out / "repeat_previous" / "easy" / f"{network}+tiny" / "cell.json").read_text()
+        )
+        assert cell["status"] == "done" and cell["seeds"] == [0, 1]
+        assert f"network={network}" in cell["command"] and "arch.num_seeds=2" in cell["command"]
+
+    again = table(*args, "--", *TINY_CELL)
+    assert again.returncode == 0 and again.stdout.count("done, skipped") == 2, again.stdout
+
+    # an interrupted cell (checkpoint, no cell.json) is resumed, not restarted
+    gru = out / "repeat_previous" / "easy" / "gru+tiny"
+    (gru / "cell.json").unlink()
+    dry = table(*args, "--dry-run", "--", *TINY_CELL)
+    assert f"resume={gru}" in dry.stdout, dry.stdout
+    # one stopped before its first checkpoint starts afresh
+    mlp = out / "repeat_previous" / "easy" / "mlp+tiny"
+    (mlp / "cell.json").unlink()
+    for ckpt in (mlp / "checkpoints").iterdir():
+        subprocess.run(["rm", "-r", str(ckpt)], check=True)
+    dry = table(*args, "--dry-run", "--", *TINY_CELL)
+    assert "network=mlp" in dry.stdout and f"resume={mlp}" not in dry.stdout, dry.stdout
+
+    # MMER of each seed is the max over its records of the best per-update training return
+    records = read_jsonl(gru / "metrics_per_seed.jsonl")
+    for score in seed_scores(gru):
+        mine = [r[BEST_UPDATE_KEY] for r in records if r["seed"] == score.seed]
+        assert len(mine) == 3 and all(math.isfinite(m) for m in mine)
+        assert score.mmer == max(mine)
+    (gru / "cell.json").write_text(json.dumps({"status": "done", "command": "x"}))
+    cells = load_cells(out)
+    assert set(cells[("repeat_previous", "easy")]) == {"gru+tiny"}  # mlp is unfinished
+    assert best_memory_model(cells[("repeat_previous", "easy")]).model == "gru+tiny"
+
+    doc, fig = tmp_path / "table.md", tmp_path / "img" / "table.png"
+    report = table("report", "--out", str(out), "--doc", str(doc), "--figure", str(fig),
+                   "--random-episodes", "64")  # fmt: skip
+    assert report.returncode == 0, report.stdout + report.stderr
+    text = doc.read_text()
+    mmer = np.mean([s.mmer for s in seed_scores(gru)])
+    assert f"{mmer:.3f}" in text and "gru+tiny" in text and "repeat_previous" in text
+    assert "| repeat_first | hard |" in text  # every published cell has a row, run or not
+    assert fig.exists()
+    assert json.loads((out / "random.json").read_text())["repeat_previous/easy"] < -0.3
+
+
+def test_overrides_need_a_variant_and_seeds_are_consecutive(tmp_path):
+    bad = table("train", *CELL, "--out", str(tmp_path), "--", "system.lr=1e-3")
+    assert bad.returncode == 2 and "--variant" in bad.stderr
+    gap = table("train", "--seeds", "0", "2", "--out", str(tmp_path))
+    assert gap.returncode == 2 and "consecutive" in gap.stderr
+    net = table("train", *CELL, "--networks", "nope", "--out", str(tmp_path))
+    assert net.returncode == 2 and "nope" in net.stderr
+    assert not any(tmp_path.iterdir())
