@@ -60,3 +60,8 @@ def test_popgym_protocol_preset():
     assert cfg.network.head_size == 128 and cfg.env.obs_augment is True
     assert cfg.env.obs_prev_action is True  # the paper feeds it to every task
     assert ppo.gamma == 0.99
+    # RLlib's PPO defaults the paper ran with, over the env's own (repeat_first: lr 3e-3, 512)
+    assert ppo.epochs == 30 and ppo.lr == 5e-5 and ppo.anneal_lr is False
+    assert ppo.gae_lambda == 1.0 and ppo.clip_eps == 0.3 and ppo.ent_coef == 0.0
+    assert ppo.vf_coef == 1.0 and ppo.value_clip_eps == 0.0
+    assert ppo.normalize_advantages is False
