@@ -201,7 +201,12 @@ def main(argv: list[str] | None = None) -> int:
     rp.add_argument("--out", type=Path, default=ROOT / "outputs" / "popgym_table")
     rp.add_argument("--doc", type=Path, default=ROOT / "docs" / "popgym_table.md")
     rp.add_argument("--figure", type=Path, default=ROOT / "docs" / "img" / "popgym_table.png")
-    rp.add_argument("--random-episodes", type=int, default=512)
+    rp.add_argument(
+        "--random-episodes",
+        type=int,
+        default=512,
+        help="episodes of the random policy per cell, computed once (0: leave the column out)",
+    )
     args = parser.parse_args(argv)
     args.overrides = overrides
     if args.command == "train":

@@ -70,13 +70,15 @@ def random_baselines(out: Path, keys: Iterable[tuple[str, str]], episodes: int) 
     path = out / RANDOM_FILE
     cache = json.loads(path.read_text()) if path.exists() else {}
     missing = [k for k in keys if f"{k[0]}/{k[1]}" not in cache]
-    if missing:
+    if missing and episodes > 0:
         from stoixlite.results.random_policy import random_returns
 
         for env, difficulty in missing:
             returns = random_returns(f"popgym/{env}", difficulty, episodes)
             cache[f"{env}/{difficulty}"] = float(returns.mean())
         path.write_text(json.dumps(cache, indent=1, sort_keys=True) + "\n")
+    elif missing:
+        print(f"random policy not computed for {len(missing)} cell(s) (--random-episodes 0)")
     return cache
 
 
@@ -130,8 +132,6 @@ def summary_table(cells, randoms) -> list[str]:
         for env in ENVS:
             models = cells.get((env, difficulty), {})
             paper = PAPER.get(env, {}).get(difficulty)
-            if not models and paper is None:
-                continue
             best = best_memory_model(models)
             best_text = f"{_mmer(best)} ({best.model})" if best else "not run"
             random = randoms.get(f"{env}/{difficulty}", math.nan)
@@ -317,7 +317,7 @@ def write_report(args) -> int:
     if not cells:
         print(f"error: no cells below {args.out} (train some first)")
         return 2
-    keys = sorted(set(cells) | {(e, d) for e in PAPER for d in DIFFICULTIES})
+    keys = [(e, d) for e in ENVS for d in DIFFICULTIES]  # all 48 cells, run or not
     randoms = random_baselines(args.out, keys, args.random_episodes)
     drawn = figure(cells, args.figure)
     rel = None
