@@ -9,7 +9,8 @@
 ``train`` runs one ``python -m stoixlite.rec_ppo`` per cell (env x difficulty x network, all
 seeds vmapped in one compiled program: ``arch.seed=<first> arch.num_seeds=<n>``) with the
 shipped configs and their budget, stopping early only once the evaluation reaches POPGym's
-highest return, 1, up to float rounding (``arch.target_return=0.999``, ``--stop-at``), into
+highest return, 1, within 0.01 (``arch.target_return=0.99``, ``--stop-at``: the task is solved),
+into
 ``<out>/<env>/<difficulty>/<network>[+<variant>]``. A cell with a ``cell.json`` marked done is
 skipped; an interrupted one with a checkpoint is resumed (``resume=<dir>``); one that stopped
 before its first checkpoint starts afresh. Overrides after ``--`` go to every cell of this call
@@ -103,7 +104,13 @@ def machine() -> str:
 def train_command(args, env: str, difficulty: str, network: str, path: Path) -> list[str]:
     """The cell's command: ``resume=<dir>`` when it has a checkpoint, else a fresh run."""
     if has_checkpoint(path):
-        return [sys.executable, "-m", "stoixlite.rec_ppo", f"resume={path}"]
+        return [
+            sys.executable,
+            "-m",
+            "stoixlite.rec_ppo",
+            f"resume={path}",
+            f"arch.target_return={args.stop_at}",
+        ]
     return fresh_command(args, env, difficulty, network, path)
 
 
@@ -191,9 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     tr.add_argument("--variant", default=None, help="name of the overrides after --")
     tr.add_argument(
         "--stop-at",
-        default="0.999",
-        help="arch.target_return of every cell (default 0.999: POPGym's highest return is 1; "
-        "a cell stops once its eval is perfect up to float rounding; 'null': whole budget)",
+        default="0.99",
+        help="arch.target_return of every cell (default 0.99, solved: POPGym's highest return is "
+        "1; 'null': the whole budget)",
     )
     tr.add_argument("--out", type=Path, default=ROOT / "outputs" / "popgym_table")
     tr.add_argument("--dry-run", action="store_true", help="print the commands only")
