@@ -154,27 +154,21 @@ def train(args) -> int:
             continue
         path.mkdir(parents=True, exist_ok=True)
         start = time.time()
+        attempt = {
+            "started": datetime.fromtimestamp(start, timezone.utc).isoformat("T", "seconds"),
+            "commit": git_commit(),
+            "machine": machine(),
+            "command": shlex.join(cmd),
+        }
+        record = read_cell(path)  # what earlier attempts recorded
+        if not has_checkpoint(path):  # a fresh run: its command is the cell's
+            record = {"command": attempt["command"], "seeds": list(args.seeds)}
+        record.setdefault("attempts", []).append({**attempt, "exit": None})
+        write_cell(path, {**record, "status": "running"})  # kept if this runner is killed
         code = subprocess.call(cmd, cwd=ROOT, stdout=subprocess.DEVNULL)
         wall = time.time() - start
-        record = read_cell(path)  # what earlier attempts recorded
-        record["command"] = shlex.join(fresh_command(args, env, difficulty, network, path))
-        attempts = record.get("attempts", []) + [
-            {
-                "started": datetime.fromtimestamp(start, timezone.utc).isoformat("T", "seconds"),
-                "wall_s": round(wall, 1),
-                "exit": code,
-                "commit": git_commit(),
-                "machine": machine(),
-                "command": shlex.join(cmd),
-            }
-        ]
-        record.update(
-            status="done" if code == 0 else "failed",
-            attempts=attempts,
-            wall_s=round(sum(a["wall_s"] for a in attempts), 1),
-            seeds=list(args.seeds),
-            overrides=list(args.overrides),
-        )
+        record["attempts"][-1].update(exit=code, wall_s=round(wall, 1))
+        record.update(status="done" if code == 0 else "failed", overrides=list(args.overrides))
         write_cell(path, record)
         outcome = "done" if code == 0 else f"FAILED (exit {code})"
         print(f"{name}: {outcome} in {wall:.0f} s", flush=True)

@@ -44,6 +44,7 @@ def test_cells_train_skip_resume_and_report(tmp_path):
             (out / "repeat_previous" / "easy" / f"{network}+tiny" / "cell.json").read_text()
         )
         assert cell["status"] == "done" and cell["seeds"] == [0, 1]
+        assert [a["exit"] for a in cell["attempts"]] == [0] and cell["attempts"][0]["wall_s"] > 0
         assert f"network={network}" in cell["command"] and "arch.num_seeds=2" in cell["command"]
 
     again = table(*args, "--", *TINY_CELL)

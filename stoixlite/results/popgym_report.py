@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stoixlite.results.popgym_paper import DIFFICULTIES, ENVS, PAPER, PaperCell
-from stoixlite.results.runs import RunReadError, SeedScores, seed_scores
+from stoixlite.results.runs import RunReadError, SeedScores, run_wall_time, seed_scores
 from stoixlite.results.stats import LABEL, SeedSummary, summarize_seeds
 
 CELL_FILE = "cell.json"
@@ -52,13 +52,13 @@ def load_cells(out: Path) -> dict[tuple[str, str], dict[str, ModelCell]]:
             model=model,
             path=path,
             status=record.get("status", "unknown"),
-            wall_s=float(record.get("wall_s", math.nan)),
             attempts=record.get("attempts", []),
             command=record.get("command", ""),
         )
         if cell.status == "done":
             try:
                 cell.scores = seed_scores(path)
+                cell.wall_s = run_wall_time(path)
             except (RunReadError, OSError, KeyError) as err:
                 cell.status = f"unreadable ({err})"
         cells.setdefault((env, difficulty), {})[model] = cell
@@ -295,6 +295,9 @@ def render(cells, randoms, figure_rel: str | None) -> str:
         *summary_table(cells, randoms),
         "",
         "## Every trained model",
+        "",
+        "wall s: the run's own clock (`time/elapsed_s` of its last record: compile and",
+        "evaluations included, summed over resumes).",
         "",
         *detail_table(cells),
         "",
