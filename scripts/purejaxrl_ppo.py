@@ -153,7 +153,7 @@ class Batch(NamedTuple):
     """One update's data, ``[T, N, ...]`` (flattened and shuffled for the minibatches)."""
 
     obs: jax.Array
-    flags: jax.Array  # the done flag each step returned (the recurrent replay's resets)
+    flags: jax.Array  # the step's observation starts an episode (the recurrent replay's resets)
     action: jax.Array
     log_prob: jax.Array
     value: jax.Array
@@ -256,7 +256,8 @@ def build(s: Settings, make_policy: Callable[[int], Policy] = feedforward_policy
         ended = st.running_return + reward
         record = {
             "obs": st.obs,
-            "flags": done,
+            "flags": st.first,
+            "done": done,
             "action": action,
             "log_prob": log_prob(logits, action),
             "value": value,
@@ -300,7 +301,7 @@ def build(s: Settings, make_policy: Callable[[int], Policy] = feedforward_policy
         memory0 = st.memory
         st, rec = jax.lax.scan(rollout_step, st, None, t)
         _, _, bootstrap = policy.act(st.params, st.memory, st.obs, st.first)
-        adv, target = advantages(rec["reward"], rec["value"], rec["flags"], bootstrap, s)
+        adv, target = advantages(rec["reward"], rec["value"], rec["done"], bootstrap, s)
         batch = Batch(
             rec["obs"], rec["flags"], rec["action"], rec["log_prob"], rec["value"], adv, target
         )
@@ -313,7 +314,7 @@ def build(s: Settings, make_policy: Callable[[int], Policy] = feedforward_policy
             epoch, (st.params, st.opt_state), jax.random.split(k_epochs, s.epochs)
         )
         st = st._replace(params=params, opt_state=opt_state, key=key)
-        return st, {"episode_return": rec["episode_return"], "episode_done": rec["flags"]}
+        return st, {"episode_return": rec["episode_return"], "episode_done": rec["done"]}
 
     def run_updates(st: State, num_updates: int):
         return jax.lax.scan(update, st, None, num_updates)

@@ -14,10 +14,7 @@ loss, the optimiser and the hyper-parameters of ``scripts/purejaxrl_ppo.py`` wit
 * **rollout**: one step at a time, the state reset where the observation starts an episode;
 * **minibatches**: the environments, shuffled and split into ``minibatches`` groups; each
   group's whole ``rollout_length``-step sequences are replayed from the state the rollout
-  started with;
-* **replayed resets**: the replay resets the state at the steps whose ``done`` was set, that
-  is one step earlier than the rollout did (at an episode's last step instead of the next
-  episode's first). ``ppo_rnn.py`` trains this way, so its reference does too.
+  started with, reset at the same steps as in the rollout.
 
 Usage::
 
