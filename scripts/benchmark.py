@@ -12,20 +12,27 @@ the 1-minute load average during the row. Rows:
 
 * the matrix ``--networks`` x ``--envs`` x ``--num-envs`` at ``--rollout-length`` (default: every
   registered memory model x {gymnax/CartPole-v1, popgym/repeat_previous}, 64 envs x 128 steps);
-* reference rows (CartPole-v1, 4 epochs x 4 minibatches, 4 and 64 envs x 128 steps): PureJaxRL
-  ``ppo.py`` (re-implemented in ``scripts/purejaxrl_ppo.py``, network name ``purejaxrl_ppo``)
-  against ``network=feedforward`` (its network, on shuffled transitions), and PureJaxRL
-  ``ppo_rnn.py`` (re-implemented in ``scripts/purejaxrl_ppo_rnn.py``, network name
-  ``purejaxrl_ppo_rnn``: GRU 128, whole 128-step sequences, minibatches of envs) against gru,
-  memoroid and mlp at width 128 (its GRU/embedding/head size).
+* reference rows (CartPole-v1, 4 epochs x 4 minibatches, 4 and 64 envs x 128 steps): the PPO
+  set-up of PureJaxRL's ``ppo.py`` (stoixlite's own implementation in
+  ``scripts/purejaxrl_ppo.py``, network name ``purejaxrl_ppo``: separate 2 x 64 tanh actor and
+  critic, shuffled transitions) against ``network=feedforward``, and that of PureJaxRL's
+  ``ppo_rnn.py`` (``scripts/purejaxrl_ppo_rnn.py``, network name ``purejaxrl_ppo_rnn``: GRU 128,
+  whole 128-step sequences, minibatches of envs) against gru, memoroid and mlp at width 128
+  (its GRU/embedding/head size).
 
 The two PureJaxRL pseudo-networks run only on gymnax/CartPole-v1; ``--networks`` accepts them
-for the matrix rows too.
+for the matrix rows too. ``--purejaxrl-dir DIR`` (a checkout of PureJaxRL) adds, after each of
+their rows, a row that times PureJaxRL's own ``ppo.py`` or ``ppo_rnn.py`` from ``DIR`` (label
+``... (checkout)``), adapted at run time to the installed libraries (see
+:func:`load_purejaxrl`). Its ``train`` starts from a fresh network at every call, so the final
+return of such a row is that of one chunk of training.
 
 Usage::
 
     python scripts/benchmark.py                        # full table, JSON to benchmark_results.json
     python scripts/benchmark.py --reference-only --rounds 3
+    python scripts/benchmark.py --reference-only --reference-labels "PureJaxRL ppo.py" \\
+        --purejaxrl-dir ~/src/purejaxrl --rounds 3   # the reimplementation vs the original
     python scripts/benchmark.py --no-reference --networks purejaxrl_ppo feedforward memoroid \\
         --width 0 --num-envs 4 64 --envs gymnax/CartPole-v1 --rounds 3
     python scripts/benchmark.py --networks gru --envs popgym/repeat_previous --no-reference \\
@@ -60,12 +67,15 @@ from stoixlite.cli_args import (  # noqa: E402
     output_file_error,
 )
 
-# The PureJaxRL re-implementations run as pseudo-networks named after their module in scripts/
-# (each has DEFAULT_CONFIG and make_train(config) -> (train, init, run_updates)).
+# The PureJaxRL set-ups run as pseudo-networks named after their module in scripts/ (stoixlite's
+# own implementations: Settings, build(settings, make_policy) and a policy factory), or with
+# --purejaxrl-dir as PureJaxRL's own file of that name.
 PUREJAXRL_PPO = "purejaxrl_ppo"  # ppo.py
 PUREJAXRL_PPO_RNN = "purejaxrl_ppo_rnn"  # ppo_rnn.py
 REFERENCE_MODULES = (PUREJAXRL_PPO, PUREJAXRL_PPO_RNN)
-REFERENCE_ENV = "gymnax/CartPole-v1"  # the only env the re-implementations run
+POLICIES = {PUREJAXRL_PPO: "feedforward_policy", PUREJAXRL_PPO_RNN: "gru_policy"}
+ORIGINAL_FILES = {PUREJAXRL_PPO: "ppo.py", PUREJAXRL_PPO_RNN: "ppo_rnn.py"}
+REFERENCE_ENV = "gymnax/CartPole-v1"  # the only env the reference set-ups run
 # The feedforward network's shape (configs/network/feedforward.yaml) around a memory model.
 PPO_PY_WIDTHS = (
     "network.hidden_size=64",
@@ -154,37 +164,182 @@ def reference_env_error(network: str, env: str) -> str | None:
 
 def run_reference_row(spec: dict) -> tuple[int, float, list[float], float]:
     """Worker for a PureJaxRL row (``purejaxrl_ppo`` or ``purejaxrl_ppo_rnn``): ``(steps per
-    chunk, compile s, times, return)``."""
+    chunk, compile s, times, return)``. With ``spec["purejaxrl_dir"]`` it times PureJaxRL's own
+    file (:func:`run_original_row`), else stoixlite's implementation of its set-up."""
     import importlib
 
     import jax
-    import numpy as np
 
     if error := reference_env_error(spec["network"], spec["env"]):
         raise SystemExit(error)
+    if spec.get("purejaxrl_dir"):
+        return run_original_row(spec)
     sys.path.insert(0, str(Path(__file__).resolve().parent))
     module = importlib.import_module(spec["network"])
     steps_per_update = spec["num_envs"] * spec["rollout_length"]
     updates = spec["updates"]
-    config = {
-        **module.DEFAULT_CONFIG,
-        "NUM_ENVS": spec["num_envs"],
-        "NUM_STEPS": spec["rollout_length"],
-        "UPDATE_EPOCHS": spec["epochs"],
-        "NUM_MINIBATCHES": spec["minibatches"],
+    settings = module.Settings(
+        num_envs=spec["num_envs"],
+        rollout_length=spec["rollout_length"],
+        epochs=spec["epochs"],
+        minibatches=spec["minibatches"],
         # the LR schedule spans the benchmarked updates, like stoixlite's num_updates
-        "TOTAL_TIMESTEPS": steps_per_update * updates * (spec["repeats"] + 1),
-    }
-    _, init, run_updates = module.make_train(config)
+        total_timesteps=steps_per_update * updates * (spec["repeats"] + 1),
+    )
+    init, run_updates = module.build(settings, getattr(module, POLICIES[spec["network"]]))
     state = init(jax.random.PRNGKey(0))
     tic = time.perf_counter()
     learn = jax.jit(lambda s: run_updates(s, updates), donate_argnums=0).lower(state).compile()
     compile_s = time.perf_counter() - tic
-    times, _, metric = _time_chunks(learn, state, spec["repeats"])
-    done = np.asarray(metric["returned_episode"])
-    returns = np.asarray(metric["returned_episode_returns"])
+    times, _, metrics = _time_chunks(learn, state, spec["repeats"])
+    return steps_per_update * updates, compile_s, times, module.final_return(metrics)
+
+
+def purejaxrl_source(directory: str | Path) -> Path | None:
+    """The folder of PureJaxRL's ``ppo.py``, ``ppo_rnn.py`` and ``wrappers.py`` in a checkout
+    (``DIR/purejaxrl`` or ``DIR`` itself), or None."""
+    for folder in (Path(directory).expanduser() / "purejaxrl", Path(directory).expanduser()):
+        if all((folder / f).is_file() for f in ("ppo.py", "ppo_rnn.py", "wrappers.py")):
+            return folder
+    return None
+
+
+def load_purejaxrl(directory: str | Path, file: str):
+    """Import PureJaxRL's ``file`` (``ppo.py`` or ``ppo_rnn.py``) from a checkout, adapted at
+    run time to the libraries installed here (nothing of it is copied):
+
+    * modules it imports that stoixlite does not install (``distrax``, ``brax``, ``navix``,
+      ``chex``; ``wrappers.py`` imports the last three for wrappers the gymnax scripts never
+      use) are stand-ins; ``distrax.Categorical`` gets the three methods the scripts call;
+    * gymnax >= 1.0 returns ``terminated`` and ``truncated`` apart: the env that the script's
+      ``gymnax.make`` returns gives their ``or`` as the ``done`` the scripts expect;
+    * current flax's ``GRUCell`` needs its width (ppo_rnn.py's flax inferred 128 from the
+      input) and its ``initialize_carry`` is a method of an instance: ``GRUCell`` defaults to
+      128 features, and ``ScannedRNN.initialize_carry(batch, size)`` returns the zeros it did.
+    """
+    import importlib.util
+    import types
+
+    import flax.linen
+    import gymnax
+    import jax
+    import jax.numpy as jnp
+
+    source = purejaxrl_source(directory)
+    if source is None:
+        raise SystemExit(
+            f"--purejaxrl-dir {directory}: no purejaxrl/ppo.py, ppo_rnn.py, wrappers.py"
+        )
+
+    class Categorical:
+        def __init__(self, logits):
+            self.logits = logits
+
+        def sample(self, seed):
+            return jax.random.categorical(seed, self.logits)
+
+        def log_prob(self, value):
+            log_p = jax.nn.log_softmax(self.logits)
+            return jnp.sum(log_p * jax.nn.one_hot(value, log_p.shape[-1], dtype=log_p.dtype), -1)
+
+        def entropy(self):
+            log_p = jax.nn.log_softmax(self.logits)
+            return -jnp.sum(jnp.exp(log_p) * log_p, -1)
+
+    def stand_in(name: str, **attrs) -> types.ModuleType:
+        module = types.ModuleType(name)
+        module.__dict__.update(attrs)
+        module.__getattr__ = lambda attr: type(attr, (), {})  # placeholders for unused names
+        return module
+
+    stand_ins = {
+        "distrax": {"Categorical": Categorical},
+        "chex": {},
+        "navix": {},
+        "brax": {},
+        "brax.envs": {},
+        "brax.envs.wrappers": {},
+        "brax.envs.wrappers.training": {},
+    }
+    missing = {
+        top
+        for top in ("distrax", "chex", "navix", "brax")
+        if top not in sys.modules and importlib.util.find_spec(top) is None
+    }
+    for name, attrs in stand_ins.items():
+        if name.split(".")[0] in missing:
+            sys.modules[name] = stand_in(name, **attrs)
+
+    class DoneEnv:
+        """A gymnax >= 1.0 env whose ``step`` returns ``(obs, state, reward, done, info)``."""
+
+        def __init__(self, env):
+            self._env = env
+
+        def __getattr__(self, name):
+            return getattr(self._env, name)
+
+        def step(self, key, state, action, params=None):
+            obs, state, reward, terminated, truncated, info = self._env.step(
+                key, state, action, params
+            )
+            return obs, state, reward, jnp.logical_or(terminated, truncated), info
+
+    class GRUCell(flax.linen.GRUCell):
+        features: int = 128
+
+    flax.linen.GRUCell = GRUCell
+    sys.path.insert(0, str(source))
+    module = importlib.import_module(file.removesuffix(".py"))
+
+    def make(name, **kwargs):
+        env, params = gymnax.make(name, **kwargs)
+        return DoneEnv(env), params
+
+    module.gymnax = types.SimpleNamespace(make=make)
+    if hasattr(module, "ScannedRNN"):
+        module.ScannedRNN.initialize_carry = staticmethod(lambda n, size: jnp.zeros((n, size)))
+    return module
+
+
+def run_original_row(spec: dict) -> tuple[int, float, list[float], float]:
+    """Worker for a ``--purejaxrl-dir`` row: PureJaxRL's ``make_train(config)`` with the row's
+    sizes and its own defaults otherwise; a timed call is its whole ``train(rng)`` of one
+    chunk's updates (network and env initialisation included, a few milliseconds)."""
+    import jax
+    import numpy as np
+
+    module = load_purejaxrl(spec["purejaxrl_dir"], ORIGINAL_FILES[spec["network"]])
+    steps_per_update = spec["num_envs"] * spec["rollout_length"]
+    config = {
+        "LR": 2.5e-4,
+        "NUM_ENVS": spec["num_envs"],
+        "NUM_STEPS": spec["rollout_length"],
+        "TOTAL_TIMESTEPS": steps_per_update * spec["updates"],
+        "UPDATE_EPOCHS": spec["epochs"],
+        "NUM_MINIBATCHES": spec["minibatches"],
+        "GAMMA": 0.99,
+        "GAE_LAMBDA": 0.95,
+        "CLIP_EPS": 0.2,
+        "ENT_COEF": 0.01,
+        "VF_COEF": 0.5,
+        "MAX_GRAD_NORM": 0.5,
+        "ACTIVATION": "tanh",
+        "ENV_NAME": "CartPole-v1",
+        "ANNEAL_LR": True,
+        "DEBUG": False,
+    }
+    key = jax.random.PRNGKey(0)
+    tic = time.perf_counter()
+    train = jax.jit(module.make_train(config)).lower(key).compile()
+    compile_s = time.perf_counter() - tic
+    # ppo.py returns {"metrics": ...}, ppo_rnn.py {"metric": ...}: the per-step env infos
+    metrics_of = lambda out: out["metrics"] if "metrics" in out else out["metric"]
+    times, _, metrics = _time_chunks(lambda k: (k, metrics_of(train(k))), key, spec["repeats"])
+    done = np.asarray(metrics["returned_episode"])
+    returns = np.asarray(metrics["returned_episode_returns"])
     final = float(returns[done].mean()) if done.any() else float("nan")
-    return steps_per_update * updates, compile_s, times, final
+    return steps_per_update * spec["updates"], compile_s, times, final
 
 
 def run_stoixlite_row(spec: dict) -> tuple[int, float, list[float], float, int]:
@@ -297,6 +452,11 @@ def launch(spec: dict, host_devices: int | None = None) -> dict:
     if proc.returncode != 0:
         return {**spec, "error": last_error_line(proc.stderr, f"failed (exit {proc.returncode})")}
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def checkout(spec: dict) -> str:
+    """The label of a ``--purejaxrl-dir`` row: its reimplementation row's, marked."""
+    return f"{spec.get('label') or 'PureJaxRL'} (checkout)"
 
 
 def describe(spec: dict) -> str:
@@ -453,6 +613,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--no-reference", action="store_true")
     parser.add_argument(
+        "--purejaxrl-dir",
+        default=None,
+        help="a checkout of PureJaxRL: after each purejaxrl_ppo/purejaxrl_ppo_rnn row, time its "
+        "own ppo.py/ppo_rnn.py at the same sizes (adapted at run time, label '... (checkout)')",
+    )
+    parser.add_argument(
         "--devices", nargs="*", type=int, default=None, help="arch.num_devices of each row"
     )
     parser.add_argument(
@@ -510,6 +676,14 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--devices {d} must be at least 1 (devices per row)")
     if args.host_devices is not None and args.host_devices < 1:
         parser.error(f"--host-devices {args.host_devices} must be at least 1")
+    if args.purejaxrl_dir is not None:
+        source = purejaxrl_source(args.purejaxrl_dir)
+        if source is None:
+            parser.error(
+                f"--purejaxrl-dir {args.purejaxrl_dir} is not a PureJaxRL checkout (no "
+                "purejaxrl/ppo.py, ppo_rnn.py and wrappers.py in it)"
+            )
+        args.purejaxrl_dir = str(source.resolve())
 
     def common(num_envs: int, rollout: int) -> dict:
         return {
@@ -539,6 +713,16 @@ def main(argv: list[str] | None = None) -> int:
             {**common(row["num_envs"], 128), **row, "epochs": 4, "minibatches": 4}
             for row in REFERENCE_ROWS
             if args.reference_labels is None or row["label"] in args.reference_labels
+        ]
+    if args.purejaxrl_dir:  # the original beside each of its reimplementation's rows
+        specs = [
+            twin
+            for spec in specs
+            for twin in (
+                [spec, {**spec, "purejaxrl_dir": args.purejaxrl_dir, "label": checkout(spec)}]
+                if spec["network"] in REFERENCE_MODULES
+                else [spec]
+            )
         ]
     if args.devices:
         specs = [{**spec, "devices": d} for spec in specs for d in args.devices]

@@ -172,16 +172,16 @@ def main(argv: list[str] | None = None) -> None:
     exp = build_run(cfg)
     programs, inputs = phase_programs(exp, args.updates)
     if args.purejaxrl:
-        from purejaxrl_ppo import DEFAULT_CONFIG, make_train
+        from purejaxrl_ppo import Settings, build
 
-        ref_cfg = {
-            **DEFAULT_CONFIG,
-            "NUM_ENVS": exp.ppo.num_envs,
-            "NUM_STEPS": exp.ppo.rollout_length,
-            "UPDATE_EPOCHS": exp.ppo.epochs,
-            "NUM_MINIBATCHES": exp.ppo.num_minibatches,
-        }
-        _, init, run_updates = make_train(ref_cfg)
+        init, run_updates = build(
+            Settings(
+                num_envs=exp.ppo.num_envs,
+                rollout_length=exp.ppo.rollout_length,
+                epochs=exp.ppo.epochs,
+                minibatches=exp.ppo.num_minibatches,
+            )
+        )
         programs["ppo.py update"] = jax.jit(lambda s: run_updates(s, args.updates)[0])
         inputs["ppo.py update"] = (init(jax.random.PRNGKey(0)),)
     compiled = {}

@@ -1,37 +1,44 @@
-"""PureJaxRL ``ppo.py`` (feed-forward PPO on gymnax), re-implemented as a benchmark reference.
+"""Feed-forward PPO on a gymnax task with PureJaxRL ``ppo.py``'s recipe: a benchmark reference.
 
-A faithful copy of the default loop of PureJaxRL's single-file ``purejaxrl/ppo.py`` (Lu et al.,
-2022, https://github.com/luchris429/purejaxrl), so that ``scripts/benchmark.py`` can time it
-side by side with stoixlite in one run on one machine. What is kept exactly:
+PureJaxRL (Lu et al., "Discovered Policy Optimisation", NeurIPS 2022,
+https://github.com/luchris429/purejaxrl) showed that PPO runs fastest when the environment, the
+rollout, GAE and the updates are one compiled JAX program. This file is stoixlite's own
+implementation of the PPO set-up that PureJaxRL's ``ppo.py`` runs on CartPole, so that
+``scripts/benchmark.py`` can time that set-up and stoixlite side by side on one machine. It
+contains no PureJaxRL code; ``scripts/benchmark.py --purejaxrl-dir DIR`` times PureJaxRL's own
+files from a checkout instead.
 
-* the network: separate actor and critic MLPs, 2 x 64 tanh each, orthogonal(sqrt 2) hidden
-  kernels, orthogonal(0.01) policy head, orthogonal(1) value head, zero biases;
-* the loop: ``lax.scan`` over updates; per update a ``lax.scan`` rollout of ``NUM_STEPS`` steps
-  (one network call and one vmapped gymnax ``env.step``, which auto-resets, per step), one
-  value call on the last observation, GAE as a reverse scan (``unroll=16``), then
-  ``UPDATE_EPOCHS`` epochs, each one permutation of all ``NUM_STEPS x NUM_ENVS`` transitions
-  split into ``NUM_MINIBATCHES`` minibatches; clipped surrogate, clipped value loss, entropy
-  bonus, per-minibatch advantage normalisation; Adam (eps 1e-5) after global-norm clipping
-  (0.5) with the learning rate annealed linearly per update;
-* the wrappers: ``FlattenObservationWrapper`` and ``LogWrapper`` (episode returns/lengths).
-  gymnax >= 1.0 returns ``terminated`` and ``truncated`` apart; ``done`` is their ``or``, which
-  is what the gymnax ppo.py was written against returned.
+The set-up (:class:`Settings` holds the hyper-parameters, ``ppo.py``'s defaults):
 
-What differs: ``distrax.Categorical`` is replaced by the same arithmetic written out
-(``jax.random.categorical`` sampling, ``log_softmax`` log-probs, ``-sum p log p`` entropy)
-because distrax is not a dependency; and :func:`make_train` can run a given number of updates
-from a given runner state (``make_train(config)(rng)`` is PureJaxRL's ``train(rng)``), so the
-benchmark can time steady-state chunks excluding compilation like it does for stoixlite.
+* **network**: actor and critic are separate MLPs of two hidden layers of 64 tanh units; kernels
+  orthogonal with gain sqrt(2) in the hidden layers, 0.01 for the logits and 1 for the value;
+  biases zero; a categorical policy over the logits;
+* **one update**: a rollout of ``rollout_length`` steps in ``num_envs`` vmapped gymnax
+  environments (gymnax's ``step`` resets a finished episode itself; an episode ends when it
+  terminates or is truncated, and both stop the bootstrap); GAE(gamma, lambda) by a reverse
+  ``lax.scan`` (unrolled 16 steps); then ``epochs`` passes over the batch, each a new random
+  order of all ``rollout_length x num_envs`` transitions cut into ``minibatches`` equal parts;
+* **loss** per minibatch: clipped surrogate on the minibatch's standardised advantages, plus
+  ``vf_coef`` times half the larger of the plain and the clipped squared value error, minus
+  ``ent_coef`` times the entropy;
+* **optimiser**: gradients clipped to global norm 0.5, then Adam (eps 1e-5) whose learning
+  rate falls linearly from ``lr`` towards 0, one step per update.
+
+:func:`build` returns ``init(key) -> state`` and ``run_updates(state, n) -> (state, metrics)``
+so that a benchmark times ``n`` updates at a time after compiling; ``scripts/purejaxrl_ppo_rnn.py``
+runs the same loop with a recurrent policy (:class:`Policy`).
 
 Usage::
 
-    python scripts/purejaxrl_ppo.py                  # PureJaxRL defaults: 4 envs, 5e5 steps
-    python scripts/purejaxrl_ppo.py --num-envs 64    # prints SPS (compile excluded) and return
+    python scripts/purejaxrl_ppo.py                  # 4 envs, 5e5 steps: SPS and final return
+    python scripts/purejaxrl_ppo.py --num-envs 64 --seed 1
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import math
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -42,370 +49,310 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from flax.linen.initializers import constant, orthogonal
-from flax.training.train_state import TrainState
-
-DEFAULT_CONFIG: dict[str, Any] = {
-    "LR": 2.5e-4,
-    "NUM_ENVS": 4,
-    "NUM_STEPS": 128,
-    "TOTAL_TIMESTEPS": 5e5,
-    "UPDATE_EPOCHS": 4,
-    "NUM_MINIBATCHES": 4,
-    "GAMMA": 0.99,
-    "GAE_LAMBDA": 0.95,
-    "CLIP_EPS": 0.2,
-    "ENT_COEF": 0.01,
-    "VF_COEF": 0.5,
-    "MAX_GRAD_NORM": 0.5,
-    "ACTIVATION": "tanh",
-    "ENV_NAME": "CartPole-v1",
-    "ANNEAL_LR": True,
-}
+from flax.linen.initializers import orthogonal
 
 
-class Categorical(NamedTuple):
-    """``distrax.Categorical(logits)``: the three methods ppo.py uses."""
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Hyper-parameters; the defaults are PureJaxRL ``ppo.py``'s for CartPole-v1."""
 
-    logits: jax.Array
+    env_name: str = "CartPole-v1"
+    num_envs: int = 4
+    rollout_length: int = 128
+    total_timesteps: int = 500_000
+    epochs: int = 4
+    minibatches: int = 4
+    lr: float = 2.5e-4
+    anneal_lr: bool = True
+    gamma: float = 0.99
+    gae_lambda: float = 0.95
+    clip_eps: float = 0.2
+    ent_coef: float = 0.01
+    vf_coef: float = 0.5
+    max_grad_norm: float = 0.5
 
-    def sample(self, seed: jax.Array) -> jax.Array:
-        return jax.random.categorical(seed, self.logits, axis=-1)
-
-    def log_prob(self, value: jax.Array) -> jax.Array:
-        log_probs = jax.nn.log_softmax(self.logits, axis=-1)
-        one_hot = jax.nn.one_hot(value, self.logits.shape[-1], dtype=log_probs.dtype)
-        return jnp.sum(log_probs * one_hot, axis=-1)
-
-    def entropy(self) -> jax.Array:
-        log_probs = jax.nn.log_softmax(self.logits, axis=-1)
-        return -jnp.sum(jnp.exp(log_probs) * log_probs, axis=-1)
+    @property
+    def num_updates(self) -> int:
+        return int(self.total_timesteps) // (self.num_envs * self.rollout_length)
 
 
-class ActorCritic(nn.Module):
-    """``obs [..., F] -> (pi, value [...])``: two separate 2 x 64 MLPs."""
+# --- categorical policy ---------------------------------------------------------------------
 
-    action_dim: int
-    activation: str = "tanh"
+
+def log_prob(logits: jax.Array, action: jax.Array) -> jax.Array:
+    """log pi(action) under ``softmax(logits)``."""
+    log_p = jax.nn.log_softmax(logits)
+    return jnp.sum(log_p * jax.nn.one_hot(action, logits.shape[-1], dtype=log_p.dtype), axis=-1)
+
+
+def entropy(logits: jax.Array) -> jax.Array:
+    log_p = jax.nn.log_softmax(logits)
+    return -jnp.sum(jnp.exp(log_p) * log_p, axis=-1)
+
+
+# --- the policy interface the loop runs -----------------------------------------------------
+
+
+class Policy(NamedTuple):
+    """What the PPO loop needs from a network.
+
+    ``init(key, obs_dim, num_envs) -> (params, memory)``; ``act(params, memory, obs [N, F],
+    first [N]) -> (memory, logits [N, A], value [N])`` for one rollout step (``first``: the
+    step's observation starts an episode); ``evaluate(params, memory, obs, flags) -> (logits,
+    value)`` on a minibatch. ``sequences``: minibatches are whole ``[T, n]`` environment
+    sequences replayed from the memory the rollout started with (``obs [T, n, F]``); otherwise
+    they are shuffled single transitions (``obs [b, F]``, ``memory`` and ``flags`` unused).
+    """
+
+    init: Callable
+    act: Callable
+    evaluate: Callable
+    sequences: bool
+
+
+class TwoTowers(nn.Module):
+    """``obs [..., F] -> (logits [..., A], value [...])``: separate actor and critic MLPs."""
+
+    num_actions: int
+    width: int = 64
+    depth: int = 2
+
+    def tower(self, x: jax.Array, out: int, gain: float, name: str) -> jax.Array:
+        for i in range(self.depth):
+            dense = nn.Dense(self.width, kernel_init=orthogonal(math.sqrt(2)), name=f"{name}{i}")
+            x = nn.tanh(dense(x))
+        return nn.Dense(out, kernel_init=orthogonal(gain), name=f"{name}_out")(x)
 
     @nn.compact
-    def __call__(self, x: jax.Array) -> tuple[Categorical, jax.Array]:
-        activation = nn.relu if self.activation == "relu" else nn.tanh
-        actor_mean = nn.Dense(64, kernel_init=orthogonal(np.sqrt(2)), bias_init=constant(0.0))(x)
-        actor_mean = activation(actor_mean)
-        actor_mean = nn.Dense(64, kernel_init=orthogonal(np.sqrt(2)), bias_init=constant(0.0))(
-            actor_mean
-        )
-        actor_mean = activation(actor_mean)
-        actor_mean = nn.Dense(
-            self.action_dim, kernel_init=orthogonal(0.01), bias_init=constant(0.0)
-        )(actor_mean)
-        pi = Categorical(logits=actor_mean)
-
-        critic = nn.Dense(64, kernel_init=orthogonal(np.sqrt(2)), bias_init=constant(0.0))(x)
-        critic = activation(critic)
-        critic = nn.Dense(64, kernel_init=orthogonal(np.sqrt(2)), bias_init=constant(0.0))(critic)
-        critic = activation(critic)
-        critic = nn.Dense(1, kernel_init=orthogonal(1.0), bias_init=constant(0.0))(critic)
-        return pi, jnp.squeeze(critic, axis=-1)
+    def __call__(self, obs: jax.Array) -> tuple[jax.Array, jax.Array]:
+        logits = self.tower(obs, self.num_actions, 0.01, "actor")
+        value = self.tower(obs, 1, 1.0, "critic")
+        return logits, value[..., 0]
 
 
-class LogEnvState(NamedTuple):
-    """PureJaxRL ``wrappers.LogEnvState``."""
+def feedforward_policy(num_actions: int) -> Policy:
+    net = TwoTowers(num_actions)
 
-    env_state: Any
-    episode_returns: jax.Array
-    episode_lengths: jax.Array
-    returned_episode_returns: jax.Array
-    returned_episode_lengths: jax.Array
-    timestep: jax.Array
+    def init(key, obs_dim, num_envs):
+        return net.init(key, jnp.zeros((obs_dim,))), None
 
+    def act(params, memory, obs, first):
+        logits, value = net.apply(params, obs)
+        return memory, logits, value
 
-class LogWrapper:
-    """PureJaxRL ``FlattenObservationWrapper`` + ``LogWrapper`` around a gymnax env."""
+    def evaluate(params, memory, obs, flags):
+        return net.apply(params, obs)
 
-    def __init__(self, env: Any):
-        self._env = env
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._env, name)
-
-    def reset(self, key: jax.Array, params: Any) -> tuple[jax.Array, LogEnvState]:
-        obs, env_state = self._env.reset(key, params)
-        obs = jnp.reshape(obs, (-1,))
-        state = LogEnvState(env_state, 0.0, 0, 0.0, 0, 0)
-        return obs, state
-
-    def step(
-        self, key: jax.Array, state: LogEnvState, action: jax.Array, params: Any
-    ) -> tuple[jax.Array, LogEnvState, jax.Array, jax.Array, dict[str, jax.Array]]:
-        # gymnax >= 1.0 returns terminated and truncated apart; ppo.py's gymnax returned done.
-        obs, env_state, reward, terminated, truncated, info = self._env.step(
-            key, state.env_state, action, params
-        )
-        done = jnp.logical_or(terminated, truncated)
-        obs = jnp.reshape(obs, (-1,))
-        new_episode_return = state.episode_returns + reward
-        new_episode_length = state.episode_lengths + 1
-        state = LogEnvState(
-            env_state=env_state,
-            episode_returns=new_episode_return * (1 - done),
-            episode_lengths=new_episode_length * (1 - done),
-            returned_episode_returns=state.returned_episode_returns * (1 - done)
-            + new_episode_return * done,
-            returned_episode_lengths=state.returned_episode_lengths * (1 - done)
-            + new_episode_length * done,
-            timestep=state.timestep + 1,
-        )
-        info["returned_episode_returns"] = state.returned_episode_returns
-        info["returned_episode_lengths"] = state.returned_episode_lengths
-        info["timestep"] = state.timestep
-        info["returned_episode"] = done
-        return obs, state, reward, done, info
+    return Policy(init, act, evaluate, sequences=False)
 
 
-class Transition(NamedTuple):
-    done: jax.Array
-    action: jax.Array
-    value: jax.Array
-    reward: jax.Array
-    log_prob: jax.Array
+# --- the PPO loop ---------------------------------------------------------------------------
+
+
+class Batch(NamedTuple):
+    """One update's data, ``[T, N, ...]`` (flattened and shuffled for the minibatches)."""
+
     obs: jax.Array
-    info: Any
+    flags: jax.Array  # the step's observation starts an episode (the recurrent replay's resets)
+    action: jax.Array
+    log_prob: jax.Array
+    value: jax.Array
+    advantage: jax.Array
+    target: jax.Array
 
 
-def make_optimizer(config: dict) -> optax.GradientTransformation:
-    """PureJaxRL's optimiser (shared with ``purejaxrl_ppo_rnn.py``): global-norm clipping, then
-    Adam (eps 1e-5) with, if ``ANNEAL_LR``, the learning rate decayed linearly per update
-    (``LR * (1 - (count // (NUM_MINIBATCHES * UPDATE_EPOCHS)) / NUM_UPDATES)``)."""
-
-    def linear_schedule(count: jax.Array) -> jax.Array:
-        frac = (
-            1.0
-            - (count // (config["NUM_MINIBATCHES"] * config["UPDATE_EPOCHS"]))
-            / config["NUM_UPDATES"]
-        )
-        return config["LR"] * frac
-
-    lr = linear_schedule if config["ANNEAL_LR"] else config["LR"]
-    return optax.chain(
-        optax.clip_by_global_norm(config["MAX_GRAD_NORM"]), optax.adam(learning_rate=lr, eps=1e-5)
-    )
+class State(NamedTuple):
+    params: Any
+    opt_state: Any
+    env_state: Any
+    obs: jax.Array  # [N, F] the next observation
+    first: jax.Array  # [N] it starts an episode
+    memory: Any  # the policy's memory before that observation (None for feed-forward)
+    running_return: jax.Array  # [N] of the episodes in progress
+    key: jax.Array
 
 
-def calculate_gae(
-    traj_batch: Transition, last_val: jax.Array, config: dict
+def advantages(
+    reward: jax.Array, value: jax.Array, done: jax.Array, bootstrap: jax.Array, s: Settings
 ) -> tuple[jax.Array, jax.Array]:
-    """PureJaxRL's ``_calculate_gae`` (shared with ``purejaxrl_ppo_rnn.py``): a reverse scan
-    (``unroll=16``) of ``delta = r + gamma * V' * (1 - done) - V``, ``gae = delta + gamma *
-    lambda * (1 - done) * gae`` over ``[T, N]``; returns ``(advantages, advantages + values)``."""
+    """GAE over ``[T, N]``: ``(advantage, advantage + value)``."""
 
-    def _get_advantages(gae_and_next_value: tuple, transition: Transition):
-        gae, next_value = gae_and_next_value
-        done, value, reward = transition.done, transition.value, transition.reward
-        delta = reward + config["GAMMA"] * next_value * (1 - done) - value
-        gae = delta + config["GAMMA"] * config["GAE_LAMBDA"] * (1 - done) * gae
-        return (gae, value), gae
+    def backwards(later, step):
+        later_adv, later_value = later
+        r, v, d = step
+        keep = 1.0 - d
+        delta = r + s.gamma * keep * later_value - v
+        adv = delta + s.gamma * s.gae_lambda * keep * later_adv
+        return (adv, v), adv
 
-    _, advantages = jax.lax.scan(
-        _get_advantages,
-        (jnp.zeros_like(last_val), last_val),
-        traj_batch,
-        reverse=True,
-        unroll=16,
+    start = (jnp.zeros_like(bootstrap), bootstrap)
+    _, adv = jax.lax.scan(backwards, start, (reward, value, done), reverse=True, unroll=16)
+    return adv, adv + value
+
+
+def ppo_loss(logits: jax.Array, value: jax.Array, mb: Batch, s: Settings) -> jax.Array:
+    """Clipped surrogate + ``vf_coef`` x clipped value loss - ``ent_coef`` x entropy."""
+    ratio = jnp.exp(log_prob(logits, mb.action) - mb.log_prob)
+    adv = (mb.advantage - mb.advantage.mean()) / (mb.advantage.std() + 1e-8)
+    surrogate = jnp.minimum(ratio * adv, jnp.clip(ratio, 1 - s.clip_eps, 1 + s.clip_eps) * adv)
+    clipped_value = mb.value + jnp.clip(value - mb.value, -s.clip_eps, s.clip_eps)
+    value_error = jnp.maximum(jnp.square(value - mb.target), jnp.square(clipped_value - mb.target))
+    return (
+        -surrogate.mean()
+        + s.vf_coef * 0.5 * value_error.mean()
+        - s.ent_coef * entropy(logits).mean()
     )
-    return advantages, advantages + traj_batch.value
 
 
-def ppo_loss(
-    pi: Categorical,
-    value: jax.Array,
-    traj_batch: Transition,
-    gae: jax.Array,
-    targets: jax.Array,
-    config: dict,
-) -> tuple[jax.Array, tuple[jax.Array, jax.Array, jax.Array]]:
-    """PureJaxRL's ``_loss_fn`` after its network call (shared with ``purejaxrl_ppo_rnn.py``):
-    value loss clipped around the old value by ``CLIP_EPS`` (half the larger squared error),
-    per-minibatch normalised advantages, clipped surrogate, entropy bonus. Returns ``(total,
-    (value_loss, actor_loss, entropy))``."""
-    log_prob = pi.log_prob(traj_batch.action)
-
-    # CALCULATE VALUE LOSS
-    value_pred_clipped = traj_batch.value + (value - traj_batch.value).clip(
-        -config["CLIP_EPS"], config["CLIP_EPS"]
-    )
-    value_losses = jnp.square(value - targets)
-    value_losses_clipped = jnp.square(value_pred_clipped - targets)
-    value_loss = 0.5 * jnp.maximum(value_losses, value_losses_clipped).mean()
-
-    # CALCULATE ACTOR LOSS
-    ratio = jnp.exp(log_prob - traj_batch.log_prob)
-    gae = (gae - gae.mean()) / (gae.std() + 1e-8)
-    loss_actor1 = ratio * gae
-    loss_actor2 = jnp.clip(ratio, 1.0 - config["CLIP_EPS"], 1.0 + config["CLIP_EPS"]) * gae
-    loss_actor = -jnp.minimum(loss_actor1, loss_actor2).mean()
-    entropy = pi.entropy().mean()
-
-    total_loss = loss_actor + config["VF_COEF"] * value_loss - config["ENT_COEF"] * entropy
-    return total_loss, (value_loss, loss_actor, entropy)
+def optimiser(s: Settings) -> optax.GradientTransformation:
+    """Global-norm clipping, then Adam (eps 1e-5), its rate annealed per update."""
+    steps_per_update = s.epochs * s.minibatches
+    rate: Any = s.lr
+    if s.anneal_lr:
+        rate = lambda count: s.lr * (1.0 - (count // steps_per_update) / s.num_updates)
+    return optax.chain(optax.clip_by_global_norm(s.max_grad_norm), optax.adam(rate, eps=1e-5))
 
 
-def make_setup(config: dict[str, Any]) -> tuple[dict[str, Any], LogWrapper, Any]:
-    """The start of PureJaxRL's ``make_train`` (shared with ``purejaxrl_ppo_rnn.py``): a copy of
-    ``config`` with ``NUM_UPDATES`` and ``MINIBATCH_SIZE`` derived, and the logged gymnax env
-    ``(env, env_params)``."""
-    config = dict(config)
-    config["NUM_UPDATES"] = int(
-        config["TOTAL_TIMESTEPS"] // config["NUM_STEPS"] // config["NUM_ENVS"]
-    )
-    config["MINIBATCH_SIZE"] = config["NUM_ENVS"] * config["NUM_STEPS"] // config["NUM_MINIBATCHES"]
-    env, env_params = gymnax.make(config["ENV_NAME"])
-    return config, LogWrapper(env), env_params
+def build(s: Settings, make_policy: Callable[[int], Policy] = feedforward_policy):
+    """``(init, run_updates)`` of a PPO run with settings ``s``.
 
-
-def make_runner(init: Callable, update_step: Callable, config: dict[str, Any]) -> tuple:
-    """The end of PureJaxRL's ``make_train`` (shared with ``purejaxrl_ppo_rnn.py``):
-    ``(train, init, run_updates)`` with ``run_updates(runner_state, n)`` a ``lax.scan`` of ``n``
-    update steps and ``train(rng)`` the whole run of ``NUM_UPDATES`` updates."""
-
-    def run_updates(runner_state: tuple, num_updates: int) -> tuple[tuple, Any]:
-        return jax.lax.scan(update_step, runner_state, None, num_updates)
-
-    def train(rng: jax.Array) -> dict[str, Any]:
-        runner_state, metric = run_updates(init(rng), config["NUM_UPDATES"])
-        return {"runner_state": runner_state, "metrics": metric}
-
-    return train, init, run_updates
-
-
-def make_train(config: dict[str, Any]):
-    """PureJaxRL's ``make_train``; returns ``train(rng)`` plus the pieces to run chunks.
-
-    Returns ``(train, init, run_updates)``: ``train(rng)`` is ppo.py's whole run;
-    ``init(rng) -> runner_state`` and ``run_updates(runner_state, n) -> (runner_state, metric)``
-    split it so a benchmark can time ``n`` updates at a time (same code, same arithmetic).
+    ``init(key) -> State``; ``run_updates(state, n) -> (state, metrics)``, ``n`` updates in
+    one ``lax.scan``, with ``metrics["episode_return"]`` and ``metrics["episode_done"]``
+    ``[n, T, N]``: the return of each episode that ended at a step, and where one did.
     """
-    config, env, env_params = make_setup(config)
-    network = ActorCritic(env.action_space(env_params).n, activation=config["ACTIVATION"])
+    env, env_params = gymnax.make(s.env_name)
+    obs_dim = int(np.prod(env.observation_space(env_params).shape))
+    policy = make_policy(env.action_space(env_params).n)
+    tx = optimiser(s)
+    n, t, m = s.num_envs, s.rollout_length, s.minibatches
+    if n * t % m or (policy.sequences and n % m):
+        raise ValueError(f"{n} envs x {t} steps do not split into {m} minibatches")
+    env_reset = jax.vmap(env.reset, in_axes=(0, None))
+    env_step = jax.vmap(env.step, in_axes=(0, 0, 0, None))
 
-    def init(rng: jax.Array) -> tuple:
-        rng, _rng = jax.random.split(rng)
-        init_x = jnp.zeros(env.observation_space(env_params).shape)
-        network_params = network.init(_rng, init_x)
-        train_state = TrainState.create(
-            apply_fn=network.apply, params=network_params, tx=make_optimizer(config)
+    def init(key: jax.Array) -> State:
+        k_net, k_env, key = jax.random.split(key, 3)
+        params, memory = policy.init(k_net, obs_dim, n)
+        obs, env_state = env_reset(jax.random.split(k_env, n), env_params)
+        return State(
+            params=params,
+            opt_state=tx.init(params),
+            env_state=env_state,
+            obs=obs.reshape(n, obs_dim),
+            first=jnp.zeros(n, bool),
+            memory=memory,
+            running_return=jnp.zeros(n),
+            key=key,
         )
-        rng, _rng = jax.random.split(rng)
-        reset_rng = jax.random.split(_rng, config["NUM_ENVS"])
-        obsv, env_state = jax.vmap(env.reset, in_axes=(0, None))(reset_rng, env_params)
-        rng, _rng = jax.random.split(rng)
-        return (train_state, env_state, obsv, _rng)
 
-    def _update_step(runner_state: tuple, unused: None) -> tuple[tuple, Any]:
-        # COLLECT TRAJECTORIES
-        def _env_step(runner_state: tuple, unused: None) -> tuple[tuple, Transition]:
-            train_state, env_state, last_obs, rng = runner_state
-            rng, _rng = jax.random.split(rng)
-            pi, value = network.apply(train_state.params, last_obs)
-            action = pi.sample(seed=_rng)
-            log_prob = pi.log_prob(action)
-            rng, _rng = jax.random.split(rng)
-            rng_step = jax.random.split(_rng, config["NUM_ENVS"])
-            obsv, env_state, reward, done, info = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
-                rng_step, env_state, action, env_params
-            )
-            transition = Transition(done, action, value, reward, log_prob, last_obs, info)
-            runner_state = (train_state, env_state, obsv, rng)
-            return runner_state, transition
-
-        runner_state, traj_batch = jax.lax.scan(_env_step, runner_state, None, config["NUM_STEPS"])
-
-        # CALCULATE ADVANTAGE
-        train_state, env_state, last_obs, rng = runner_state
-        _, last_val = network.apply(train_state.params, last_obs)
-
-        advantages, targets = calculate_gae(traj_batch, last_val, config)
-
-        # UPDATE NETWORK
-        def _update_epoch(update_state: tuple, unused: None) -> tuple[tuple, Any]:
-            def _update_minbatch(train_state: TrainState, batch_info: tuple):
-                traj_batch, advantages, targets = batch_info
-
-                def _loss_fn(params, traj_batch, gae, targets):
-                    # RERUN NETWORK
-                    pi, value = network.apply(params, traj_batch.obs)
-                    return ppo_loss(pi, value, traj_batch, gae, targets, config)
-
-                grad_fn = jax.value_and_grad(_loss_fn, has_aux=True)
-                total_loss, grads = grad_fn(train_state.params, traj_batch, advantages, targets)
-                train_state = train_state.apply_gradients(grads=grads)
-                return train_state, total_loss
-
-            train_state, traj_batch, advantages, targets, rng = update_state
-            rng, _rng = jax.random.split(rng)
-            batch_size = config["MINIBATCH_SIZE"] * config["NUM_MINIBATCHES"]
-            assert batch_size == config["NUM_STEPS"] * config["NUM_ENVS"], (
-                "batch size must be equal to number of steps * number of envs"
-            )
-            permutation = jax.random.permutation(_rng, batch_size)
-            batch = (traj_batch, advantages, targets)
-            batch = jax.tree_util.tree_map(lambda x: x.reshape((batch_size,) + x.shape[2:]), batch)
-            shuffled_batch = jax.tree_util.tree_map(
-                lambda x: jnp.take(x, permutation, axis=0), batch
-            )
-            minibatches = jax.tree_util.tree_map(
-                lambda x: jnp.reshape(x, [config["NUM_MINIBATCHES"], -1] + list(x.shape[1:])),
-                shuffled_batch,
-            )
-            train_state, total_loss = jax.lax.scan(_update_minbatch, train_state, minibatches)
-            update_state = (train_state, traj_batch, advantages, targets, rng)
-            return update_state, total_loss
-
-        update_state = (train_state, traj_batch, advantages, targets, rng)
-        update_state, loss_info = jax.lax.scan(
-            _update_epoch, update_state, None, config["UPDATE_EPOCHS"]
+    def rollout_step(st: State, _):
+        key, k_act, k_env = jax.random.split(st.key, 3)
+        memory, logits, value = policy.act(st.params, st.memory, st.obs, st.first)
+        action = jax.random.categorical(k_act, logits)
+        obs, env_state, reward, terminated, truncated, _ = env_step(
+            jax.random.split(k_env, n), st.env_state, action, env_params
         )
-        train_state = update_state[0]
-        metric = traj_batch.info
-        rng = update_state[-1]
-        runner_state = (train_state, env_state, last_obs, rng)
-        return runner_state, metric
+        done = terminated | truncated
+        ended = st.running_return + reward
+        record = {
+            "obs": st.obs,
+            "flags": st.first,
+            "done": done,
+            "action": action,
+            "log_prob": log_prob(logits, action),
+            "value": value,
+            "reward": reward,
+            "episode_return": jnp.where(done, ended, 0.0),
+        }
+        st = st._replace(
+            env_state=env_state,
+            obs=obs.reshape(n, obs_dim),
+            first=done,
+            memory=memory,
+            running_return=jnp.where(done, 0.0, ended),
+            key=key,
+        )
+        return st, record
 
-    return make_runner(init, _update_step, config)
+    def minibatch_step(carry, mb: tuple[Any, Batch]):
+        params, opt_state = carry
+        memory, data = mb
+
+        def loss(p):
+            logits, value = policy.evaluate(p, memory, data.obs, data.flags)
+            return ppo_loss(logits, value, data, s)
+
+        grads = jax.grad(loss)(params)
+        updates, opt_state = tx.update(grads, opt_state, params)
+        return (optax.apply_updates(params, updates), opt_state), None
+
+    def shuffled(memory, batch: Batch, key: jax.Array):
+        """``[m, ...]`` minibatches: whole env sequences, or single transitions."""
+        if policy.sequences:
+            order = jax.random.permutation(key, n)
+            split = lambda x: jnp.swapaxes(x[:, order].reshape(t, m, n // m, *x.shape[2:]), 0, 1)
+            part = lambda x: x[order].reshape(m, n // m, *x.shape[1:])
+            return jax.tree.map(part, memory), jax.tree.map(split, batch)
+        order = jax.random.permutation(key, n * t)
+        split = lambda x: x.reshape(n * t, *x.shape[2:])[order].reshape(m, -1, *x.shape[2:])
+        return None, jax.tree.map(split, batch)
+
+    def update(st: State, _):
+        memory0 = st.memory
+        st, rec = jax.lax.scan(rollout_step, st, None, t)
+        _, _, bootstrap = policy.act(st.params, st.memory, st.obs, st.first)
+        adv, target = advantages(rec["reward"], rec["value"], rec["done"], bootstrap, s)
+        batch = Batch(
+            rec["obs"], rec["flags"], rec["action"], rec["log_prob"], rec["value"], adv, target
+        )
+
+        def epoch(carry, key):
+            return jax.lax.scan(minibatch_step, carry, shuffled(memory0, batch, key))[0], None
+
+        key, k_epochs = jax.random.split(st.key)
+        (params, opt_state), _ = jax.lax.scan(
+            epoch, (st.params, st.opt_state), jax.random.split(k_epochs, s.epochs)
+        )
+        st = st._replace(params=params, opt_state=opt_state, key=key)
+        return st, {"episode_return": rec["episode_return"], "episode_done": rec["done"]}
+
+    def run_updates(st: State, num_updates: int):
+        return jax.lax.scan(update, st, None, num_updates)
+
+    return init, run_updates
 
 
-def mean_final_return(metric: dict[str, jax.Array], last_updates: int = 5) -> float:
-    """Mean return of the episodes that ended in the last ``last_updates`` updates."""
-    done = np.asarray(metric["returned_episode"][-last_updates:])
-    returns = np.asarray(metric["returned_episode_returns"][-last_updates:])
+def final_return(metrics: dict[str, Any], last: int | None = None) -> float:
+    """Mean return of the episodes that ended in the last ``last`` updates (all if None)."""
+    done = np.asarray(metrics["episode_done"])[-last if last else None :]
+    returns = np.asarray(metrics["episode_return"])[-last if last else None :]
     return float(returns[done].mean()) if done.any() else float("nan")
 
 
-def run_cli(description: str, default_config: dict[str, Any], make_train, name: str) -> None:
-    """The command line of this script and of ``purejaxrl_ppo_rnn.py``: train once with
-    ``--num-envs`` and ``--timesteps``, print SPS (compile excluded) and the final return."""
+def main(description: str, name: str, make_policy: Callable[[int], Policy]) -> None:
+    """Command line of this script and ``purejaxrl_ppo_rnn.py``: one run of
+    ``--timesteps`` steps; prints env steps/s (compile excluded) and the mean return of the
+    episodes of the last 5 updates."""
     parser = argparse.ArgumentParser(description=description)
-    parser.add_argument("--num-envs", type=int, default=default_config["NUM_ENVS"])
-    parser.add_argument("--timesteps", type=float, default=default_config["TOTAL_TIMESTEPS"])
+    parser.add_argument("--num-envs", type=int, default=Settings.num_envs)
+    parser.add_argument("--timesteps", type=float, default=Settings.total_timesteps)
     parser.add_argument("--seed", type=int, default=42)
     args = parser.parse_args()
-    config = {**default_config, "NUM_ENVS": args.num_envs, "TOTAL_TIMESTEPS": args.timesteps}
-    train, _, _ = make_train(config)
-    rng = jax.random.PRNGKey(args.seed)
+    s = Settings(num_envs=args.num_envs, total_timesteps=int(args.timesteps))
+    init, run_updates = build(s, make_policy)
+    key = jax.random.PRNGKey(args.seed)
     tic = time.perf_counter()
-    compiled = jax.jit(train).lower(rng).compile()
-    compile_s = time.perf_counter() - tic
+    train = jax.jit(lambda k: run_updates(init(k), s.num_updates)).lower(key).compile()
+    compiled_s = time.perf_counter() - tic
     tic = time.perf_counter()
-    out = jax.block_until_ready(compiled(rng))
+    _, metrics = jax.block_until_ready(train(key))
     seconds = time.perf_counter() - tic
-    steps = int(args.timesteps // (config["NUM_STEPS"] * args.num_envs)) * config["NUM_STEPS"]
-    steps *= args.num_envs
+    steps = s.num_updates * s.num_envs * s.rollout_length
     print(
-        f"{name} {args.num_envs} envs: {steps / seconds:,.0f} steps/s (compile {compile_s:.1f} s), "
-        f"final return {mean_final_return(out['metrics']):.1f}"
+        f"{name} {s.num_envs} envs: {steps / seconds:,.0f} steps/s (compile {compiled_s:.1f} s), "
+        f"final return {final_return(metrics, 5):.1f}"
     )
 
 
 if __name__ == "__main__":
-    run_cli(__doc__.splitlines()[0], DEFAULT_CONFIG, make_train, "ppo.py")
+    main(__doc__.splitlines()[0], "ppo", feedforward_policy)

@@ -1,7 +1,8 @@
 """Bad input to scripts/benchmark.py and scripts/benchmark_memory.py ends in a one-line error
-before anything is compiled; the PureJaxRL ppo_rnn.py re-implementation
-(scripts/purejaxrl_ppo_rnn.py) has ppo_rnn.py's network and its loop trains; benchmark_memory's
-scan filter and memory estimates."""
+before anything is compiled; the implementations of PureJaxRL's ppo.py and ppo_rnn.py set-ups
+(scripts/purejaxrl_ppo.py, scripts/purejaxrl_ppo_rnn.py) have their networks and their loops
+train, and --purejaxrl-dir adapts a checkout at run time; benchmark_memory's scan filter and
+memory estimates."""
 
 from __future__ import annotations
 
@@ -35,6 +36,11 @@ MEMORY_SCRIPT = SCRIPTS / "benchmark_memory.py"
             + ["--no-reference"],
             "purejaxrl_ppo_rnn runs only on gymnax/CartPole-v1, not popgym/repeat_previous",
         ),
+        (
+            SCRIPT,
+            ["--purejaxrl-dir", "/nonexistent"],
+            "--purejaxrl-dir /nonexistent is not a PureJaxRL checkout",
+        ),
         (MEMORY_SCRIPT, ["--models", "nope"], "unknown model 'nope'"),
         (MEMORY_SCRIPT, ["--lengths", "64", "0"], "--lengths 0 must be at least 1"),
         (MEMORY_SCRIPT, ["--batch", "0"], "--batch 0 must be at least 1"),
@@ -55,52 +61,132 @@ def test_bad_input_is_a_one_line_error(script, args, message):
 def test_purejaxrl_ppo_rnn_network_and_updates():
     """ppo_rnn.py's shape (embedding, GRU and heads 128); two tiny updates train finitely."""
     sys.path.insert(0, str(SCRIPTS))
-    from purejaxrl_ppo_rnn import DEFAULT_CONFIG, ActorCriticRNN, ScannedRNN, make_train
+    from purejaxrl_ppo_rnn import GRUActorCritic, Settings, build, gru_policy, zero_state
 
     n, obs_dim = 4, 4  # CartPole
-    config = {**DEFAULT_CONFIG, "NUM_ENVS": n, "NUM_STEPS": 8, "TOTAL_TIMESTEPS": 64}
-    _, init, run_updates = make_train(config)
+    settings = Settings(num_envs=n, rollout_length=8, total_timesteps=64)
+    init, run_updates = build(settings, gru_policy)
     state = jax.jit(init)(jax.random.PRNGKey(0))  # one program, not many eager ops
-    params0 = state[0].params
+    params0 = state.params
     p = params0["params"]
     gru = {"ir", "iz", "in", "hr", "hz", "hn"}
-    assert set(p["ScannedRNN_0"]["GRUCell_0"]) == gru
-    assert all(p["ScannedRNN_0"]["GRUCell_0"][k]["kernel"].shape == (128, 128) for k in gru)
-    shapes = {k: v["kernel"].shape for k, v in p.items() if k != "ScannedRNN_0"}
+    assert set(p["gru"]["cell"]) == gru
+    assert all(p["gru"]["cell"][k]["kernel"].shape == (128, 128) for k in gru)
+    shapes = {k: v["kernel"].shape for k, v in p.items() if k != "gru"}
     assert shapes == {
-        "Dense_0": (obs_dim, 128),  # embedding
-        "Dense_1": (128, 128),  # actor hidden
-        "Dense_2": (128, 2),  # logits
-        "Dense_3": (128, 128),  # critic hidden
-        "Dense_4": (128, 1),  # value
+        "embed": (obs_dim, 128),
+        "actor_hidden": (128, 128),
+        "actor_out": (128, 2),
+        "critic_hidden": (128, 128),
+        "critic_out": (128, 1),
     }
-    assert state[4].shape == (n, 128) and not state[4].any()  # zero carry, no dones
-    assert state[3].shape == (n,) and not state[3].any()
+    assert state.memory.shape == (n, 128) and not state.memory.any()  # zero state, no resets
+    assert state.first.shape == (n,) and not state.first.any()
 
-    # A done flag resets the carry to zeros before the cell: from a non-zero carry, a reset
-    # step's outputs equal those from the zero carry; a step without one differs.
+    # A reset flag sets the state to zeros before the cell: from a non-zero state, a reset
+    # step's outputs equal those from the zero state; a step without one differs.
     @jax.jit
-    def outputs(carry, obs, dones):
-        _, pi, value = ActorCriticRNN(action_dim=2).apply(params0, carry, (obs, dones))
-        return pi.logits, value
+    def outputs(carry, obs, resets):
+        _, logits, value = GRUActorCritic(num_actions=2).apply(params0, carry, obs, resets)
+        return logits, value
 
     obs = jax.random.normal(jax.random.PRNGKey(1), (2, n, obs_dim))
-    dones = jnp.zeros((2, n), bool).at[1].set(True)
-    zero = ScannedRNN.initialize_carry(n, 128)
-    logits, value = outputs(jnp.ones((n, 128)), obs, dones)
-    logits0, value0 = outputs(zero, obs[::-1], dones[::-1])  # step 1 first, from zeros
+    resets = jnp.zeros((2, n), bool).at[1].set(True)
+    zero = zero_state(n)
+    logits, value = outputs(jnp.ones((n, 128)), obs, resets)
+    logits0, value0 = outputs(zero, obs[::-1], resets[::-1])  # step 1 first, from zeros
     np.testing.assert_allclose(logits[1], logits0[0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(value[1], value0[0], rtol=1e-5, atol=1e-6)
-    assert not np.allclose(value[0], outputs(zero, obs, dones)[1][0])
+    assert not np.allclose(value[0], outputs(zero, obs, resets)[1][0])
 
-    state, metric = jax.jit(lambda s: run_updates(s, 2))(state)
-    assert metric["returned_episode_returns"].shape == (2, 8, n)
-    assert int(state[0].step) == 2 * 4 * 4  # updates x epochs x minibatches
-    assert state[4].shape == (n, 128) and state[4].any()  # the next rollout's carry
-    leaves = jax.tree.leaves(state[0].params)
+    state, metrics = jax.jit(lambda s: run_updates(s, 2))(state)
+    assert metrics["episode_return"].shape == metrics["episode_done"].shape == (2, 8, n)
+    assert int(state.opt_state[1][0].count) == 2 * 4 * 4  # updates x epochs x minibatches
+    assert state.memory.shape == (n, 128) and state.memory.any()  # the next rollout's state
+    leaves = jax.tree.leaves(state.params)
     assert all(bool(jnp.isfinite(leaf).all()) for leaf in leaves)
-    moved = jax.tree.map(lambda a, b: float(jnp.abs(a - b).max()), state[0].params, params0)
+    moved = jax.tree.map(lambda a, b: float(jnp.abs(a - b).max()), state.params, params0)
     assert max(jax.tree.leaves(moved)) > 0
+
+
+def test_purejaxrl_ppo_network_and_updates():
+    """ppo.py's shape (separate 2 x 64 tanh actor and critic); two tiny updates train."""
+    sys.path.insert(0, str(SCRIPTS))
+    from purejaxrl_ppo import Settings, build, feedforward_policy
+
+    settings = Settings(num_envs=4, rollout_length=8, total_timesteps=64)
+    init, run_updates = build(settings, feedforward_policy)
+    state = jax.jit(init)(jax.random.PRNGKey(0))
+    shapes = {k: v["kernel"].shape for k, v in state.params["params"].items()}
+    assert shapes == {
+        "actor0": (4, 64),
+        "actor1": (64, 64),
+        "actor_out": (64, 2),
+        "critic0": (4, 64),
+        "critic1": (64, 64),
+        "critic_out": (64, 1),
+    }
+    state, metrics = jax.jit(lambda s: run_updates(s, 2))(state)
+    assert metrics["episode_return"].shape == (2, 8, 4)
+    assert int(state.opt_state[1][0].count) == 2 * 4 * 4
+    assert all(bool(jnp.isfinite(leaf).all()) for leaf in jax.tree.leaves(state.params))
+
+
+FAKE_PPO = """
+import distrax, gymnax, jax.numpy as jnp
+from wrappers import Logged
+
+def make_train(config):
+    env, params = gymnax.make(config["ENV_NAME"])
+    env = Logged(env)
+
+    def train(rng):
+        _, state = env.reset(rng, params)
+        _, _, reward, done, _ = env.step(rng, state, 0, params)  # the 5-tuple of old gymnax
+        entropy = distrax.Categorical(logits=jnp.zeros(2)).entropy()
+        return {"metrics": {"returned_episode": done[None],
+                            "returned_episode_returns": reward[None] + entropy}}
+
+    return train
+"""
+FAKE_WRAPPERS = """
+import chex
+from brax import envs
+from brax.envs.wrappers.training import AutoResetWrapper, EpisodeWrapper
+import navix as nx
+
+class Logged:
+    def __init__(self, env: chex.Array):
+        self._env = env
+
+    def __getattr__(self, name):
+        return getattr(self._env, name)
+"""
+
+
+def test_purejaxrl_dir_adapts_a_checkout_at_run_time(tmp_path):
+    """``--purejaxrl-dir``: a checkout's scripts import with stand-ins for the libraries that
+    are not installed and see gymnax's step as the 5-tuple they were written for (a fake
+    checkout with PureJaxRL's imports; run in a subprocess, as the benchmark's rows are)."""
+    folder = tmp_path / "purejaxrl"
+    folder.mkdir()
+    (folder / "ppo.py").write_text(FAKE_PPO)
+    (folder / "ppo_rnn.py").write_text(FAKE_PPO)
+    (folder / "wrappers.py").write_text(FAKE_WRAPPERS)
+    code = f"""
+import sys, math
+sys.path.insert(0, {str(SCRIPTS)!r})
+import jax, benchmark
+module = benchmark.load_purejaxrl({str(tmp_path)!r}, "ppo.py")
+out = module.make_train({{"ENV_NAME": "CartPole-v1"}})(jax.random.PRNGKey(0))["metrics"]
+assert not bool(out["returned_episode"][0])
+assert abs(float(out["returned_episode_returns"][0]) - (1 + math.log(2))) < 1e-6
+import flax.linen as nn
+assert nn.GRUCell().features == 128
+print("ok")
+"""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
 
 
 def test_reference_rows_at_ppo_py_widths_use_the_feedforward_shape():

@@ -139,29 +139,30 @@ def test_transition_update_replays_rollout(network):
 
 
 def test_feedforward_is_purejaxrl_network():
-    """``network=feedforward`` computes PureJaxRL ppo.py's ActorCritic with the same weights."""
+    """``network=feedforward`` computes PureJaxRL ppo.py's network (as implemented in
+    scripts/purejaxrl_ppo.py) with the same weights."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-    from purejaxrl_ppo import ActorCritic as PureJaxRLActorCritic
+    from purejaxrl_ppo import TwoTowers
 
     exp = build_run(compose_config(["network=feedforward", "env=gymnax/CartPole-v1"]))
     state = exp.init_state(jax.random.PRNGKey(0))
     p = state.params["params"]
     assert set(p) == {"actor_mlp", "critic_mlp", "pi", "v"}  # no encoder, no memory parameters
-    ref = PureJaxRLActorCritic(action_dim=2)
+    ref = TwoTowers(num_actions=2)
     ref_params = ref.init(jax.random.PRNGKey(1), jnp.zeros(4))
     mapping = {
-        "Dense_0": p["actor_mlp"]["Dense_0"],
-        "Dense_1": p["actor_mlp"]["Dense_1"],
-        "Dense_2": p["pi"]["Dense_0"],
-        "Dense_3": p["critic_mlp"]["Dense_0"],
-        "Dense_4": p["critic_mlp"]["Dense_1"],
-        "Dense_5": p["v"],
+        "actor0": p["actor_mlp"]["Dense_0"],
+        "actor1": p["actor_mlp"]["Dense_1"],
+        "actor_out": p["pi"]["Dense_0"],
+        "critic0": p["critic_mlp"]["Dense_0"],
+        "critic1": p["critic_mlp"]["Dense_1"],
+        "critic_out": p["v"],
     }
     assert jax.tree.map(jnp.shape, mapping) == jax.tree.map(jnp.shape, ref_params["params"])
     obs = jax.random.normal(jax.random.PRNGKey(2), (3, 5, 4))
     _, (dist, value) = exp.network.apply(state.params, state.carry, obs, jnp.zeros((3, 5), bool))
-    ref_pi, ref_value = ref.apply({"params": mapping}, obs)
-    np.testing.assert_allclose(dist.logits, ref_pi.logits, rtol=1e-5, atol=1e-6)
+    ref_logits, ref_value = ref.apply({"params": mapping}, obs)
+    np.testing.assert_allclose(dist.logits, ref_logits, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(value, ref_value, rtol=1e-5, atol=1e-6)
 
 

@@ -1,25 +1,32 @@
-"""Mazes of the labyrinth envs (``popgym.core.maze`` with mazelib's ``HuntAndKill``), in JAX.
+"""Mazes of the labyrinth envs (popgym's ``labyrinth_escape`` / ``labyrinth_explore``), in JAX.
 
-**Maze generation.** popgym builds each maze with ``mazelib.generate.HuntAndKill`` (random hunt
-order) and ``Maze.generate_entrances(start_outer=True)``. For a maze of ``h x w`` blocks the grid
-is ``H x W = (2h + 1) x (2w + 1)`` (1 = wall, 0 = free); blocks sit at odd coordinates. mazelib:
+**Maze generation: Hunt-and-Kill**, written from the algorithm's published description (Walter
+D. Pullen, "Think Labyrinth: Maze Algorithms"; Jamis Buck, "Mazes for Programmers", 2015): a
+maze of ``h x w`` cells is carved as a spanning tree by
 
-1. walls everywhere; a random block ``(randrange(1, H, 2), randrange(1, W, 2))`` is carved;
-2. a random walk from the current block: while it has neighbouring blocks (2 cells away, in the
-   order up, down, left, right) that are still walls, carve a uniformly chosen one and the wall
-   between, and move there;
-3. hunt: the next start is another random block; a walk only proceeds from a carved block with
-   uncarved neighbours. There are ``H * W`` hunts in all, then generation stops, even if a few
-   blocks are still uncarved (mazelib accepts that small risk, and so does popgym);
-4. the entrances: a side ``randrange(4)`` (north, south, west, east); the start is a random odd
-   cell on that outer wall, the end one on the opposite wall.
+1. *kill*: from the current cell, a random walk that knocks down the wall to a uniformly
+   chosen neighbour not yet visited and moves there, until the cell has no unvisited neighbour;
+2. *hunt*: look for a visited cell that has an unvisited neighbour and walk on from it;
+3. stop when the hunt finds none.
 
-:func:`hunt_and_kill` is that algorithm as a function of its random decisions (the start block,
-the ``H * W`` hunt blocks and one uniform number per carve), so the test drives mazelib and this
-port with the same decisions and compares the grids cell for cell. Hunts that land on an
-uncarved block, or on a block without uncarved neighbours, change nothing in mazelib; the port
-jumps over them in one vectorised search, so a maze takes at most ``2 h w`` loop iterations
-instead of ``H W + h w``.
+popgym draws its mazes with mazelib's Hunt-and-Kill in its random-hunt mode, and these are the
+choices that fix which maze comes out, all of them observable behaviour that the tests pin down
+against mazelib (never imported here): the hunt looks at uniformly random cells, one at a
+time, ``H * W`` looks in all (``H x W = (2h + 1) x (2w + 1)`` is the grid below), and gives up
+after them, so a cell can (rarely) stay unvisited; a walk step lists the unvisited neighbours in
+the order up, down, left, right and takes one uniformly; the first walk starts at a uniformly
+random cell. The entrances then go on the outer wall: a side drawn uniformly (north, south,
+west, east), the start at a random cell position along it, the end at one along the opposite
+side.
+
+The maze is drawn as a grid of ``(2h + 1) x (2w + 1)`` squares (1 wall, 0 free): cell ``(r, c)``
+is the square ``(2r + 1, 2c + 1)``, and the square between two neighbouring cells is free where
+the walk knocked that wall down. :func:`hunt_and_kill` computes the maze from its random
+decisions (:class:`MazeDraws`: the first cell, the ``H * W`` hunt looks and one uniform number
+per knocked-down wall), so that ``tests/test_popgym_labyrinth.py`` can feed the same decisions
+to mazelib and compare the grids square for square. It carves one wall per loop iteration:
+the walk's next wall, or, when the walk is stuck, the first wall of the walk that the next
+successful hunt look starts (the looks in between change nothing).
 
 **Cells and moves** (popgym's ``Cell`` and ``Actions``): FREE 0, OBSTACLE 1, START 2, GOAL 3
 (HIDDEN 4 is never observed); actions LEFT 0, RIGHT 1, UP 2, DOWN 3 (NONE 4 is the "previous
@@ -30,7 +37,7 @@ A move is clipped to the grid and blocked by walls.
 agent, row-major, then the previous action; each of the 10 entries one-hot over 5 values (50
 float32). popgym pads the view with walls *after* the cells it slices: at the top row or left
 column the view is not centred on the agent (the agent is in its first row or column, followed
-by the next one, then a wall padding), and the port reproduces that.
+by the next one, then a wall padding), and this module does the same.
 """
 
 from __future__ import annotations
@@ -53,8 +60,6 @@ OBS_DIM = (VIEW_SIZE + 1) * NUM_CELL_TYPES
 # (d_row, d_col) of LEFT, RIGHT, UP, DOWN. numpy constants, so that importing this module does
 # not start JAX's backend (a later XLA_FLAGS or device choice would be ignored).
 MOVES = np.array([(0, -1), (0, 1), (-1, 0), (1, 0)], np.int32)
-# mazelib's neighbour order in ``_find_neighbors``: up, down, left, right (two cells away).
-_NEIGHBOURS = np.array([(-2, 0), (2, 0), (0, -2), (0, 2)], np.int32)
 
 DIFFICULTY_PARAMS = {
     "easy": {"maze_dims": (10, 10), "episode_length": 1024},
@@ -65,12 +70,13 @@ DIFFICULTY_PARAMS = {
 
 @struct.dataclass
 class MazeDraws:
-    """The random decisions of one maze, for ``h x w`` blocks (grid ``H x W``).
+    """The random decisions of one maze of ``h x w`` cells (grid ``H x W``), as grid squares.
 
-    start: int32 ``[2]`` first block; hunts: int32 ``[H * W, 2]`` hunt blocks; walk: float32
-    ``[h * w]`` uniforms in [0, 1), the k-th picks the k-th carve among the uncarved neighbours;
-    side: int32 entrance side (0 north, 1 south, 2 west, 3 east); entrances: int32 ``[2]`` the odd
-    offsets along that side of the start and the end.
+    start: int32 ``[2]`` the square of the first cell; hunts: int32 ``[H * W, 2]`` the squares of
+    the hunt looks; walk: float32 ``[h * w]`` uniforms in [0, 1), the k-th picks the k-th wall
+    knocked down among the listed unvisited neighbours; side: int32 entrance side (0 north,
+    1 south, 2 west, 3 east); entrances: int32 ``[2]`` the odd offsets along that side of the
+    start and the end.
     """
 
     start: jax.Array
@@ -81,7 +87,7 @@ class MazeDraws:
 
 
 def sample_draws(key: jax.Array, blocks: tuple[int, int]) -> MazeDraws:
-    """i.i.d. uniform decisions, distributed as mazelib's ``randrange``/``choice`` calls."""
+    """i.i.d. uniform decisions (the distribution of popgym's random draws)."""
     h, w = blocks
     grid_h, grid_w = 2 * h + 1, 2 * w + 1
     k_start, k_hunt, k_walk, k_side, k_ent = jax.random.split(key, 5)
@@ -95,69 +101,80 @@ def sample_draws(key: jax.Array, blocks: tuple[int, int]) -> MazeDraws:
     return MazeDraws(start, hunts, walk, side, entrances)
 
 
-def _open_neighbours(grid: jax.Array, row: jax.Array, col: jax.Array) -> jax.Array:
-    """bool ``[4]``: which of the 4 blocks two cells away (mazelib's order) are still walls."""
-    grid_h, grid_w = grid.shape
-    rows, cols = row + _NEIGHBOURS[:, 0], col + _NEIGHBOURS[:, 1]
-    inside = (rows >= 1) & (rows <= grid_h - 2) & (cols >= 1) & (cols <= grid_w - 2)
-    walls = grid[jnp.clip(rows, 0, grid_h - 1), jnp.clip(cols, 0, grid_w - 1)] == OBSTACLE
-    return inside & walls
+# (d_row, d_col) of the neighbours of a cell in the order a walk step lists them.
+_STEPS = np.array([(-1, 0), (1, 0), (0, -1), (0, 1)], np.int32)
 
 
-def _walk_origins(grid: jax.Array) -> jax.Array:
-    """bool ``[H, W]``: carved cells with an uncarved block two cells away (a walk goes on)."""
-    wall = jnp.pad(grid == OBSTACLE, 2, constant_values=False)
-    grid_h, grid_w = grid.shape
-    near = sum(
-        wall[2 + dr : 2 + dr + grid_h, 2 + dc : 2 + dc + grid_w] for dr, dc in _NEIGHBOURS.tolist()
-    )
-    # Only odd (block) cells are queried; their neighbours two cells away lie inside the grid
-    # or in the padding, which is not a wall, as mazelib's bounds checks require.
-    return (grid == FREE) & (near > 0)
+def _unvisited_neighbours(visited: jax.Array) -> jax.Array:
+    """bool ``[h, w, 4]``: which neighbours (in :data:`_STEPS` order) of each cell exist and are
+    still unvisited."""
+    fresh = jnp.pad(~visited, 1, constant_values=False)
+    h, w = visited.shape
+    return jnp.stack([fresh[1 + dr : 1 + dr + h, 1 + dc : 1 + dc + w] for dr, dc in _STEPS], -1)
+
+
+def _render(visited: jax.Array, down: jax.Array, right: jax.Array) -> jax.Array:
+    """The int32 grid ``[2h + 1, 2w + 1]`` of a maze given by its visited cells and its open
+    walls (``down[r, c]``: between cells ``(r, c)`` and ``(r + 1, c)``; ``right[r, c]``: between
+    ``(r, c)`` and ``(r, c + 1)``)."""
+    h, w = visited.shape
+    grid = jnp.ones((2 * h + 1, 2 * w + 1), jnp.int32)
+    grid = grid.at[1::2, 1::2].set(jnp.where(visited, FREE, OBSTACLE))
+    grid = grid.at[2:-1:2, 1::2].set(jnp.where(down[:-1], FREE, OBSTACLE))
+    return grid.at[1::2, 2:-1:2].set(jnp.where(right[:, :-1], FREE, OBSTACLE))
 
 
 def hunt_and_kill(draws: MazeDraws, blocks: tuple[int, int]) -> jax.Array:
-    """mazelib's ``HuntAndKill(..., hunt_order="random").generate()`` for these decisions.
+    """The Hunt-and-Kill maze of ``blocks = (h, w)`` cells for the decisions ``draws``.
 
     Returns the int32 grid ``[2h + 1, 2w + 1]``: 1 wall, 0 free (no entrances yet).
     """
     h, w = blocks
-    grid = jnp.ones((2 * h + 1, 2 * w + 1), jnp.int32).at[draws.start[0], draws.start[1]].set(FREE)
-    num_hunts = draws.hunts.shape[0]
+    first = draws.start // 2  # grid square -> cell
+    looks = draws.hunts // 2
+    look_index = jnp.arange(looks.shape[0])
 
-    def walk_step(carry):
-        grid, pos, next_hunt, carves, _ = carry
-        options = _open_neighbours(grid, pos[0], pos[1])
-        count = options.sum()
-        pick = jnp.minimum((draws.walk[carves] * count).astype(jnp.int32), count - 1)
-        choice = jnp.argmax(jnp.cumsum(options) == pick + 1)
-        target = pos + jnp.asarray(_NEIGHBOURS)[choice]
-        between = (pos + target) // 2
-        carved = grid.at[target[0], target[1]].set(FREE).at[between[0], between[1]].set(FREE)
-        # Stuck: jump to the next hunt that starts a walk (the others change nothing).
-        origins = _walk_origins(grid)[draws.hunts[:, 0], draws.hunts[:, 1]]
-        origins &= jnp.arange(num_hunts) >= next_hunt
-        found = origins.any()
-        hunt = jnp.argmax(origins)
-        stuck = count == 0
+    def next_origin(visited, cell, next_look):
+        """Where the next wall is knocked down from: the walk's cell while it can go on, else
+        the next hunt look at a visited cell with an unvisited neighbour. Returns ``(found,
+        cell, next_look)``; ``found`` is False when no look is left."""
+        open_cells = visited & _unvisited_neighbours(visited).any(-1)
+        hits = open_cells[looks[:, 0], looks[:, 1]] & (look_index >= next_look)
+        look = jnp.argmax(hits)
+        walking = open_cells[cell[0], cell[1]]
         return (
-            jnp.where(stuck, grid, carved),
-            jnp.where(stuck, draws.hunts[hunt], target),
-            jnp.where(stuck, hunt + 1, next_hunt),
-            jnp.where(stuck, carves, carves + 1),
-            stuck & ~found,
+            walking | hits[look],
+            jnp.where(walking, cell, looks[look]),
+            jnp.where(walking, next_look, look + 1),
         )
 
-    init = (grid, draws.start, jnp.int32(0), jnp.int32(0), jnp.bool_(False))
-    return jax.lax.while_loop(lambda c: ~c[4], walk_step, init)[0]
+    def carve(carry):
+        visited, down, right, _, cell, next_look, walls = carry
+        options = _unvisited_neighbours(visited)[cell[0], cell[1]]
+        count = options.sum()
+        pick = jnp.minimum(jnp.floor(draws.walk[walls] * count).astype(jnp.int32), count - 1)
+        step = jnp.argmax(jnp.cumsum(options) > pick)  # the pick-th listed option
+        target = cell + jnp.asarray(_STEPS)[step]
+        # the wall between cell and target, stored at the upper / left cell of the two
+        low = jnp.minimum(cell, target)
+        down = down.at[low[0], low[1]].set(down[low[0], low[1]] | (step < 2))
+        right = right.at[low[0], low[1]].set(right[low[0], low[1]] | (step >= 2))
+        visited = visited.at[target[0], target[1]].set(True)
+        return visited, down, right, *next_origin(visited, target, next_look), walls + 1
+
+    closed = jnp.zeros((h, w), bool)
+    visited = closed.at[first[0], first[1]].set(True)
+    start = (visited, closed, closed, *next_origin(visited, first, jnp.int32(0)), jnp.int32(0))
+    visited, down, right, *_ = jax.lax.while_loop(lambda c: c[3], carve, start)
+    return _render(visited, down, right)
 
 
 def entrances(draws: MazeDraws, grid_shape: tuple[int, int]) -> tuple[jax.Array, jax.Array]:
-    """``(start, end)``, int32 ``[2]`` each: mazelib's ``_generate_outer_entrances``.
+    """``(start, end)``, int32 ``[2]`` each: the entrances on opposite outer walls.
 
     North: start ``(0, a)``, end ``(H - 1, b)``; south the reverse; west: start ``(a, 0)``, end
-    ``(b, W - 1)``; east the reverse. (The start and end can never be adjacent, so mazelib's retry
-    never happens.)
+    ``(b, W - 1)``; east the reverse (``a, b`` = ``draws.entrances``). On opposite walls the two
+    are never adjacent.
     """
     grid_h, grid_w = grid_shape
     a, b = draws.entrances[0], draws.entrances[1]
@@ -238,7 +255,8 @@ class MazeEnv(Environment[MazeState]):
         return state, restart(self.observation(grid, start, jnp.int32(NO_ACTION)))
 
     def reset_from_draws(self, draws: MazeDraws) -> tuple[MazeState, TimeStep]:
-        """Start an episode in the maze that mazelib builds from the decisions ``draws``."""
+        """Start an episode in the maze built from the decisions ``draws`` (the maze popgym
+        builds when its random draws are these)."""
         start, end = entrances(draws, self.grid_shape)
         return self.reset_from_maze(hunt_and_kill(draws, self.blocks), start, end)
 

@@ -1,10 +1,10 @@
 """LabyrinthEscape: find the exit of a random maze (``popgym.envs.labyrinth_escape``).
 
-Dynamics (identical to popgym 1.0.7 with mazelib 0.9.16; maze generation, moves and the
-observation in :mod:`stoixlite.envs.popgym.labyrinth`): the agent starts on the START cell of the
-outer wall; the exit (GOAL) is on the opposite outer wall. Each step costs ``-1/L`` (``L`` = 1024,
-popgym's ``episode_length``); reaching the GOAL adds ``+1`` and terminates. popgym truncates when
-its step counter reaches ``L - 1``, so an episode lasts at most 1023 steps. Returns lie in
+Dynamics (identical to popgym 1.0.7, whose mazes come from mazelib 0.9.16; maze generation, moves
+and the observation in :mod:`stoixlite.envs.popgym.labyrinth`): the agent starts on the START cell
+of the outer wall; the exit (GOAL) is on the opposite outer wall. Each step costs ``-1/L`` (``L`` =
+1024, popgym's ``episode_length``); reaching the GOAL adds ``+1`` and terminates. popgym truncates
+when its step counter reaches ``L - 1``, so an episode lasts at most 1023 steps. Returns lie in
 ``[-1023/1024, 1 - 1/1024]``.
 
 Action: ``Discrete(4)`` (left, right, up, down). The observation (50 float32) already holds the

@@ -1,10 +1,10 @@
 """LabyrinthExplore: visit every cell of a random maze (``popgym.envs.labyrinth_explore``).
 
-Dynamics (identical to popgym 1.0.7 with mazelib 0.9.16; maze generation, moves and the
-observation in :mod:`stoixlite.envs.popgym.labyrinth`): the agent starts on the START cell of the
-outer wall (there is no exit: the other entrance stays a wall). A step onto a cell not visited
-before earns ``1/F`` (``F`` = the number of FREE cells, the START cell excluded); any other step,
-including a blocked move, costs ``-1/L`` (``L`` = 1024). The episode terminates once every
+Dynamics (identical to popgym 1.0.7, whose mazes come from mazelib 0.9.16; maze generation, moves
+and the observation in :mod:`stoixlite.envs.popgym.labyrinth`): the agent starts on the START cell
+of the outer wall (there is no exit: the other entrance stays a wall). A step onto a cell not
+visited before earns ``1/F`` (``F`` = the number of FREE cells, the START cell excluded); any other
+step, including a blocked move, costs ``-1/L`` (``L`` = 1024). The episode terminates once every
 walkable cell has been visited (maximum return 1 minus ``1/L`` per revisit) and is truncated when
 popgym's step counter reaches ``L - 1`` (at most 1023 steps). Returns lie in ``[-1023/1024, 1]``.
 

@@ -5,7 +5,8 @@ how the two talk: the port's observation is popgym's observation encoded as a fl
 (:func:`encode_space`, or the port's own ``encode_obs``), and the port's action is popgym's, or
 for grid games a flat cell index ``row * width + col`` where popgym takes ``[row, col]``.
 ``python -m stoixlite.evaluate --reference`` plays a trained policy on the original through it.
-``popgym`` is imported only when a reference class is asked for.
+``popgym`` is imported only when a reference class is asked for; it comes with the optional
+extra ``stoixlite[reference]`` (with gymnasium, and mazelib for the labyrinths).
 """
 
 from __future__ import annotations
@@ -66,7 +67,16 @@ class PopgymReference:
     grid_width: Callable[[Any], int] | None = None
 
     def popgym_class(self, difficulty: str) -> type:
-        module = importlib.import_module(f"popgym.envs.{self.module}")
+        try:
+            module = importlib.import_module(f"popgym.envs.{self.module}")
+        except ModuleNotFoundError as err:
+            if (err.name or "").split(".")[0] not in ("popgym", "gymnasium", "mazelib"):
+                raise
+            raise ModuleNotFoundError(
+                f"the original popgym envs are an optional extra ({err}): "
+                "pip install 'stoixlite[reference]'",
+                name=err.name,
+            ) from err
         return getattr(module, f"{self.name}{difficulty.capitalize()}")
 
     def make(self, difficulty: str) -> Any:
