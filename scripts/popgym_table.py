@@ -35,7 +35,7 @@ import shutil
 import subprocess
 import sys
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 from stoixlite.cli_args import OneLineArgumentParser
@@ -155,7 +155,7 @@ def train(args) -> int:
         path.mkdir(parents=True, exist_ok=True)
         start = time.time()
         attempt = {
-            "started": datetime.fromtimestamp(start, timezone.utc).isoformat("T", "seconds"),
+            "started": datetime.fromtimestamp(start, UTC).isoformat("T", "seconds"),
             "commit": git_commit(),
             "machine": machine(),
             "command": shlex.join(cmd),
