@@ -16,7 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stoixlite.results.popgym_paper import DIFFICULTIES, ENVS, PAPER, PaperCell
-from stoixlite.results.runs import RunReadError, SeedScores, run_wall_time, seed_scores
+from stoixlite.results.runs import (
+    RunReadError,
+    SeedScores,
+    run_config,
+    run_wall_time,
+    seed_scores,
+)
 from stoixlite.results.stats import LABEL, SeedSummary, summarize_seeds
 
 CELL_FILE = "cell.json"
@@ -36,6 +42,14 @@ class ModelCell:
     wall_s: float = math.nan
     attempts: list[dict] = field(default_factory=list)
     command: str = ""
+
+    budget: int = 0
+
+    def stopped_early(self) -> bool:
+        """Whether the run ended before its budget (an early stop at ``arch.target_return``):
+        its MMER then covers only the steps trained."""
+        steps = max((s.steps for s in self.scores), default=0)
+        return bool(self.scores) and steps < self.budget * 0.95
 
     def summary(self, key: str) -> SeedSummary:
         return summarize_seeds(getattr(s, key) for s in self.scores)
@@ -59,6 +73,7 @@ def load_cells(out: Path) -> dict[tuple[str, str], dict[str, ModelCell]]:
             try:
                 cell.scores = seed_scores(path)
                 cell.wall_s = run_wall_time(path)
+                cell.budget = int(float(run_config(path).arch.total_timesteps))
             except (RunReadError, OSError, KeyError) as err:
                 cell.status = f"unreadable ({err})"
         cells.setdefault((env, difficulty), {})[model] = cell
@@ -102,7 +117,7 @@ def _mmer(cell: ModelCell | None) -> str:
         return "not run"
     if cell.status != "done":
         return cell.status
-    return cell.summary("mmer").fmt()
+    return cell.summary("mmer").fmt() + (" (stopped early)" if cell.stopped_early() else "")
 
 
 def _paper(paper: PaperCell | None) -> tuple[str, str]:
@@ -161,10 +176,11 @@ def detail_table(cells) -> list[str]:
                 mmer, final, best = (cell.summary(k) for k in ("mmer", "final_eval", "best_eval"))
                 seeds = ",".join(str(s.seed) for s in cell.scores)
                 steps = max((s.steps for s in cell.scores), default=0)
+                stop = f" of {cell.budget:.2e} (stopped early)" if cell.stopped_early() else ""
                 lines.append(
-                    f"| {env} | {difficulty} | {model} | {seeds} | {steps:.2e} | {mmer.fmt()} "
-                    f"| {mmer.fmt_ci()} | {final.fmt()} | {final.fmt_ci()} | {best.fmt()} "
-                    f"| {_num(cell.wall_s, 0)} |"
+                    f"| {env} | {difficulty} | {model} | {seeds} | {steps:.2e}{stop} "
+                    f"| {mmer.fmt()} | {mmer.fmt_ci()} | {final.fmt()} | {final.fmt_ci()} "
+                    f"| {best.fmt()} | {_num(cell.wall_s, 0)} |"
                 )
     return lines
 
@@ -269,14 +285,17 @@ def render(cells, randoms, figure_rel: str | None) -> str:
         "",
         "Made by `python scripts/popgym_table.py report` from the run directories that",
         "`python scripts/popgym_table.py train` trained with the shipped configs (every seed of a",
-        "cell in one program, full budget). Do not edit by hand: re-run the report.",
+        "cell in one program, the config's budget). Do not edit by hand: re-run the report.",
+        "A cell marked *stopped early* ended when its greedy evaluation reached",
+        "`arch.target_return` (see its command): its MMER covers only the steps it trained,",
+        "and the sampled training episodes lag the greedy policy, so it understates the cell.",
         "",
         "**MMER** (the paper's measure): the maximum over training of the mean return of the",
         "training episodes finished in one update (sampled actions); per cell the mean over",
         "seeds. **final eval**: the last evaluation (64 episodes, greedy or sampled as the env's",
         "config says). **random**: the uniformly random policy (512 episodes of the JAX port).",
         "The paper's numbers: POPGym (Morad et al., ICLR 2023), appendix MMER table, 3 trials,",
-        "15M steps,"
+        "15M steps, "
         'RLlib PPO; "best" is the best of its 13 memory models; no number where the paper has',
         "none (—). Statistics: " + LABEL + ".",
         "",
