@@ -48,7 +48,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -125,19 +124,13 @@ REFERENCE_LABELS = {row["label"] for row in REFERENCE_ROWS}
 
 def hardware() -> str:
     """CPU model (and GPU if JAX sees one), for the results table."""
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
     import jax
+
+    from stoixlite.results.machine import cpu_description
 
     devices = ", ".join(sorted({d.device_kind for d in jax.devices()}))
     backend = jax.default_backend()
-    return f"{model}, {os.cpu_count()} cores; JAX {jax.__version__} on {backend} ({devices})"
+    return f"{cpu_description()}; JAX {jax.__version__} on {backend} ({devices})"
 
 
 def _time_chunks(learn_chunk, state, repeats: int) -> tuple[list[float], object, dict]:

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 import shlex
 import shutil
 import subprocess
@@ -39,6 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from stoixlite.cli_args import OneLineArgumentParser
+from stoixlite.results.machine import cpu_description
 from stoixlite.results.popgym_paper import DIFFICULTIES, ENVS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -86,19 +86,6 @@ def git_commit() -> str:
         return "unknown"
     commit = out.stdout.strip() or "unknown"
     return commit + ("+changes" if dirty.stdout.strip() else "")
-
-
-def machine() -> str:
-    """The CPU model and core count (and the accelerator JAX would use, when not a CPU)."""
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{model}, {os.cpu_count()} cores"
 
 
 def train_command(args, env: str, difficulty: str, network: str, path: Path) -> list[str]:
@@ -157,7 +144,7 @@ def train(args) -> int:
         attempt = {
             "started": datetime.fromtimestamp(start, UTC).isoformat("T", "seconds"),
             "commit": git_commit(),
-            "machine": machine(),
+            "machine": cpu_description(),
             "command": shlex.join(cmd),
         }
         record = read_cell(path)  # what earlier attempts recorded
