@@ -133,7 +133,7 @@ def _verdict(best: ModelCell | None, paper: PaperCell | None) -> str:
     if mean > paper.best:
         return f"above best ({mean - paper.best:+.3f})"
     if mean >= paper.gru - SLACK:
-        return f"matches GRU ({mean - paper.gru:+.3f})"
+        return f"at or above GRU ({mean - paper.gru:+.3f})"
     return f"**below GRU** ({mean - paper.gru:+.3f})"
 
 
