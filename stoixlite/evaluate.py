@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from stoixlite.cli.process import setup_process
 from stoixlite.cli_args import OneLineArgumentParser
 from stoixlite.envs.actions import find_invalid_action_error
 from stoixlite.envs.registry import env_spec
@@ -157,7 +158,7 @@ def _positive(value: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.getLogger("absl").setLevel(logging.ERROR)  # orbax's read-only notices
+    setup_process(absl_level=logging.ERROR)  # orbax's read-only notices
     parser = OneLineArgumentParser(
         prog="python -m stoixlite.evaluate", description=__doc__.split("\n")[0]
     )

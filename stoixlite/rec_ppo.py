@@ -84,19 +84,15 @@ def _job_failed(run_dir: Path, message: str, summary: str | None = None) -> floa
 
 @hydra.main(version_base=None, config_path=str(CONFIG_DIR), config_name="config")
 def main(cfg: DictConfig) -> float:
+    from stoixlite.cli.process import setup_process
     from stoixlite.run.distributed import DistributedError, initialize
     from stoixlite.run.divergence import NonFiniteError
     from stoixlite.run.loop import RunDirInUseError
-    from stoixlite.run.resume import resume_config
+    from stoixlite.run.resume import check_resumable, resume_config
     from stoixlite.run.signals import TrainingInterrupted
-    from stoixlite.tracking.checkpointing import (
-        CheckpointCorruptError,
-        CheckpointMismatchError,
-        check_resumable,
-    )
+    from stoixlite.tracking.checkpointing import CheckpointCorruptError, CheckpointMismatchError
 
-    logging.getLogger("jax").setLevel(logging.WARNING)
-    logging.getLogger("absl").setLevel(logging.WARNING)  # orbax is chatty at INFO
+    setup_process()
     hydra_cfg = HydraConfig.get()
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
     run_dir = Path(hydra_cfg.runtime.output_dir)

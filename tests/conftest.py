@@ -19,6 +19,7 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from stoixlite.rec_ppo import CONFIG_DIR  # noqa: E402
+from stoixlite.run.config import RunConfig, parse  # noqa: E402
 
 # A tiny but complete training configuration: fast to compile and run.
 TINY = [
@@ -41,6 +42,11 @@ def compose_config(overrides: list[str]) -> DictConfig:
     """The composed `configs/config.yaml` with Hydra overrides applied."""
     with initialize_config_dir(str(CONFIG_DIR), version_base=None):
         return compose("config", overrides=list(overrides))
+
+
+def run_config(overrides: list[str]) -> RunConfig:
+    """The parsed run config of `configs/config.yaml` with Hydra overrides applied."""
+    return parse(compose_config(overrides))
 
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TINY, compose_config
+from conftest import TINY, run_config
 
 from stoixlite.run import loop, resume
 from stoixlite.run.signals import TrainingInterrupted
@@ -151,7 +151,7 @@ def _digest(root: Path) -> dict[str, str]:
 def dirs(tmp_path_factory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("bad_inputs")
     run = base / "run"
-    loop.train(compose_config(RUN), run)
+    loop.train(run_config(RUN), run)
     nockpt, zeroed, garbage = base / "nockpt", base / "zeroed", base / "garbage"
     for copy in (nockpt, zeroed, garbage):
         shutil.copytree(run, copy)
@@ -292,12 +292,13 @@ def test_stop_signal_prints_the_resume_command(dirs, capsys, monkeypatch):
 
 
 def test_full_disk_is_one_line_and_keeps_the_checkpoints(dirs, capsys, monkeypatch, tmp_path):
-    from stoixlite.tracking.checkpointing import Checkpointer, config_fingerprint
+    from stoixlite.run.resume import config_fingerprint
+    from stoixlite.tracking.checkpointing import Checkpointer
     from stoixlite.tracking.jsonl import JsonlWriter
 
     run_dir = tmp_path / "run"
     shutil.copytree(dirs["run"], run_dir)
-    cfg = compose_config(RUN)
+    cfg = run_config(RUN)
     shutil.rmtree(checkpoint_dir(run_dir) / "2")  # the run stopped after its first checkpoint
     kept = _digest(checkpoint_dir(run_dir))
 
@@ -354,7 +355,7 @@ def test_what_another_process_writes_after_the_meeting_is_not_a_held_run(tmp_pat
         checkpoint_dir(run_dir).mkdir(parents=True)  # process 0, meanwhile
 
     monkeypatch.setattr(loop, "check_agreement", meet)
-    loop.train(compose_config(RUN), run_dir)
+    loop.train(run_config(RUN), run_dir)
     assert seen["run_dir_outputs"] == ""
     assert (run_dir / "metrics.jsonl").exists()
 
@@ -364,5 +365,5 @@ def test_the_training_loop_refuses_a_directory_that_holds_a_run(dirs):
     resolve to the same timestamped directory): raised before anything is written."""
     before = _digest(dirs["run"])
     with pytest.raises(loop.RunDirInUseError, match="already holds a run"):
-        loop.train(compose_config(RUN), dirs["run"])
+        loop.train(run_config(RUN), dirs["run"])
     assert _digest(dirs["run"]) == before

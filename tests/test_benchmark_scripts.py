@@ -199,6 +199,7 @@ def test_profile_update_counts_the_minibatch_gradient_flops():
 
     from stoixlite.rec_ppo import CONFIG_DIR
     from stoixlite.run.build import build_run
+    from stoixlite.run.config import parse
 
     profile = load_script("profile_update")
     counts = {}
@@ -212,7 +213,7 @@ def test_profile_update_counts_the_minibatch_gradient_flops():
         ]
         with initialize_config_dir(str(CONFIG_DIR), version_base=None):
             cfg = compose("config", overrides=overrides)
-        programs, args = profile.phase_programs(build_run(cfg), updates=1)
+        programs, args = profile.phase_programs(build_run(parse(cfg)), updates=1)
         gradient = programs["minibatch gradient"]
         grads = gradient(*args["minibatch gradient"])
         assert jax.tree.structure(grads) == jax.tree.structure(args["minibatch gradient"][0])

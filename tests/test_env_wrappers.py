@@ -215,11 +215,11 @@ def test_obs_prev_action_config_and_fingerprint():
     from conftest import compose_config
 
     from stoixlite.run.config import ConfigError, parse
-    from stoixlite.tracking.checkpointing import config_fingerprint
+    from stoixlite.run.resume import config_fingerprint
 
-    default = config_fingerprint(compose_config(["env=popgym/repeat_previous"]))
+    default = config_fingerprint(parse(compose_config(["env=popgym/repeat_previous"])))
     off = config_fingerprint(
-        compose_config(["env=popgym/repeat_previous", "env.obs_prev_action=false"])
+        parse(compose_config(["env=popgym/repeat_previous", "env.obs_prev_action=false"]))
     )
     assert "obs_prev_action" not in default["env"]
     assert off["env"]["obs_prev_action"] is False and off["hash"] != default["hash"]

@@ -29,27 +29,31 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import TINY, compose_config
+from conftest import TINY, compose_config, run_config
 from omegaconf import OmegaConf
 
 from stoixlite.ppo.finite import all_finite
 from stoixlite.run import loop
 from stoixlite.run.build import build_run
+from stoixlite.run.config import parse
 from stoixlite.run.divergence import (
     PARAMS_METRIC,
     CollapseWatch,
     NonFiniteError,
     first_nonfinite,
 )
-from stoixlite.run.resume import checkpoint_tree, resume_config
+from stoixlite.run.resume import (
+    check_resumable,
+    checkpoint_tree,
+    config_fingerprint,
+    resume_config,
+)
 from stoixlite.run.signals import TrainingInterrupted
 from stoixlite.tracking.checkpointing import (
     BROKEN_DIRNAME,
     CheckpointCorruptError,
     Checkpointer,
-    check_resumable,
     checkpoint_dir,
-    config_fingerprint,
     pack_state,
 )
 
@@ -135,7 +139,7 @@ def test_collapse_warning_once_after_several_high_kl_chunks(caplog):
 
 def test_nonfinite_stops_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
     poison_params(monkeypatch, after_update=2)  # the second chunk's parameters become NaN
-    cfg = compose_config(RUN)
+    cfg = run_config(RUN)
     with pytest.raises(NonFiniteError) as err:
         loop.train(cfg, tmp_path)
     message = str(err.value)
@@ -150,7 +154,7 @@ def test_nonfinite_stops_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatc
 
 
 def test_rollback_restores_and_halves_the_learning_rate(tmp_path, monkeypatch, caplog):
-    cfg = compose_config(RUN + ["arch.on_nonfinite=rollback", "arch.max_rollbacks=2"])
+    cfg = run_config(RUN + ["arch.on_nonfinite=rollback", "arch.max_rollbacks=2"])
     poison_params(monkeypatch, after_update=2, lr=float(cfg.system.lr))
     with caplog.at_level(logging.WARNING, logger="stoixlite.run.loop"):
         final = loop.train(cfg, tmp_path)
@@ -169,7 +173,7 @@ def test_rollback_restores_and_halves_the_learning_rate(tmp_path, monkeypatch, c
 
 def test_rollbacks_are_limited(tmp_path, monkeypatch):
     poison_params(monkeypatch, after_update=2)  # every lr diverges
-    cfg = compose_config(RUN + ["arch.on_nonfinite=rollback", "arch.max_rollbacks=1"])
+    cfg = run_config(RUN + ["arch.on_nonfinite=rollback", "arch.max_rollbacks=1"])
     with pytest.raises(NonFiniteError, match="non-finite parameters in chunk 2") as err:
         loop.train(cfg, tmp_path)
     assert "after 1 rollback(s) (arch.max_rollbacks=1)" in str(err.value)
@@ -197,7 +201,7 @@ def _zero_files(step_dir: Path) -> None:
 
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
-    cfg = compose_config(RUN)
+    cfg = run_config(RUN)
     run_dir = tmp_path_factory.mktemp("full")
     return cfg, run_dir, loop.train(cfg, run_dir)
 
@@ -215,7 +219,7 @@ def test_broken_latest_checkpoint_falls_back_and_resume_is_exact(
     with pytest.raises(TrainingInterrupted):
         loop.train(cfg, tmp_path, on_chunk_end=stop_after_second_chunk)
     damage(checkpoint_dir(tmp_path) / "2")
-    resumed_cfg = resume_config(compose_config(RUN), tmp_path, [])
+    resumed_cfg = parse(resume_config(compose_config(RUN), tmp_path, []))
     assert check_resumable(resumed_cfg, tmp_path) == 1  # checked, nothing moved
     assert (checkpoint_dir(tmp_path) / "2").exists()
 
@@ -269,7 +273,7 @@ def test_kill_9_between_chunks_then_resume_is_exact(tmp_path, uninterrupted):
         time.sleep(0.02)
     proc.kill()  # SIGKILL: no handler, no final checkpoint, files as they are
     proc.wait()
-    resumed_cfg = resume_config(compose_config(RUN), run_dir, [])
+    resumed_cfg = parse(resume_config(compose_config(RUN), run_dir, []))
     check_resumable(resumed_cfg, run_dir)
     assert loop.train(resumed_cfg, run_dir, resume=True) == full_final
     full, _ = saved_arrays(cfg, full_dir)

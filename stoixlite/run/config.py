@@ -12,8 +12,7 @@ compiles, one line per error (:class:`ConfigError`), each
   refuse fractions (``arch.seed=1.5``);
 * an unknown key (also a ``+key`` override) is an error naming the nearest valid key;
 * allowed values come from their owners (the env and memory registries, the activation table,
-  the scan strategies), never from a list kept here; the W&B modes are declared here, with
-  :class:`WandbConfig`.
+  the scan strategies, the W&B logger's modes), never from a list kept here.
 
 Adding a key is one line in one dataclass: a typed field, with :func:`rule` for its constraint
 and a default when configs written before the key existed should still parse (e.g.
@@ -309,8 +308,10 @@ class EnvConfig:
         return {**self.kwargs, **level}
 
 
-# W&B modes (stoixlite.tracking.wandb_logger resolves "auto" to online or offline).
-WANDB_MODES = ("auto", "online", "offline", "disabled")
+def _wandb_modes() -> list[str]:
+    from stoixlite.tracking.wandb_logger import MODES
+
+    return list(MODES)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -322,7 +323,7 @@ class WandbConfig:
     group: str | None = None  # None: the Hydra sweep directory in a multirun
     tags: tuple[str, ...] = ()
     name: str | None = None  # None: the run name
-    mode: str = rule(choice(lambda: WANDB_MODES), default="auto")
+    mode: str = rule(choice(_wandb_modes), default="auto")
     init_timeout: float = rule(POSITIVE, default=15.0)
     dir: str | None = None
     per_seed: bool = True

@@ -42,6 +42,7 @@ from stoixlite.run.divergence import (
     halved_lr,
     nonfinite_message,
 )
+from stoixlite.run.outputs import recorder_settings
 from stoixlite.run.overrides import held_outputs, run_dir_in_use
 from stoixlite.run.resume import (
     CONFIG_FILE,
@@ -94,7 +95,8 @@ def train(
         raise RunDirInUseError(run_dir_in_use(run_dir, held))
     run_dir.mkdir(parents=True, exist_ok=True)
     num_chunks, seeds = cfg.num_chunks, cfg.arch.num_seeds
-    recorder = Recorder(cfg, run_dir, resume, run.steps_per_chunk * num_chunks, primary)
+    settings = recorder_settings(cfg, run.steps_per_chunk * num_chunks)
+    recorder = Recorder(settings, run_dir, resume, primary)
     host = HostState()
     if resume:
         assert recorder.checkpointer is not None
@@ -164,7 +166,7 @@ def train(
                         assert ckpt is not None
                         state, key, host, _ = restore(run, ckpt, kept)
                     host.rollbacks = rollbacks
-                    recorder.rewind(cfg, host.logger_step)
+                    recorder.rewind(host.logger_step)
                     if primary:
                         (run_dir / CONFIG_FILE).write_text(_saved_config(cfg))
                     tic = time.perf_counter()

@@ -5,13 +5,16 @@ and the evaluator loading a run both use it).
 Everything a resume or an evaluation needs from the run directory is checked before anything is
 compiled, each mistake one line: the directory, its ``config.yaml`` (:func:`load_run_config`) and
 an intact checkpoint written with the same config (:func:`find_checkpoint`,
-:func:`~stoixlite.tracking.checkpointing.check_resumable`); the latest checkpoint falls back to
-the newest intact one.
+:func:`check_resumable`, against :func:`config_fingerprint`); the latest checkpoint falls back
+to the newest intact one.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,14 +25,61 @@ from omegaconf import DictConfig, OmegaConf
 from stoixlite.run.build import Run, build_run
 from stoixlite.run.config import ConfigError, RunConfig, parse
 from stoixlite.run.sharding import to_host
-from stoixlite.tracking.checkpointing import (
-    Checkpointer,
-    check_resumable,
-    checkpoint_dir,
-    config_fingerprint,
-)
+from stoixlite.tracking.checkpointing import Checkpointer, checkpoint_dir, quiet_orbax
 
 CONFIG_FILE = "config.yaml"
+# arch keys that change the shapes of the learner state (besides the network and env configs).
+_SHAPE_ARCH_KEYS = ("num_envs", "num_seeds")
+# env keys that change neither the learner state nor the env's dynamics on valid actions.
+_UNFINGERPRINTED_ENV_KEYS = ("check_actions",)
+# Env keys added after checkpoints existed, with the value every older run had: left out of the
+# fingerprint at that value, so checkpoints written before the key existed still restore.
+_ADDED_ENV_KEYS = {"obs_prev_action": True}
+
+
+def config_fingerprint(cfg: RunConfig) -> dict[str, Any]:
+    """What a checkpoint must agree on with the run restoring it.
+
+    ``{"network": {...}, "env": {...}, "arch": {"num_envs": N, "num_seeds": S}, "hash": str}``
+    of the parsed config (typed values and defaults filled in, so a composed config, its parsed
+    form and the saved ``config.yaml`` agree), without ``env.check_actions`` (a checked run
+    resumes or evaluates an unchecked one's checkpoint) and without keys added later while they
+    hold the value older runs had (``_ADDED_ENV_KEYS``). The hash is a short sha256 of the rest.
+    """
+    container: Mapping[str, Any] = cfg.to_dict()
+    arch = container["arch"]
+    env = {
+        k: v
+        for k, v in container["env"].items()
+        if k not in _UNFINGERPRINTED_ENV_KEYS
+        and not (k in _ADDED_ENV_KEYS and v == _ADDED_ENV_KEYS[k])
+    }
+    fingerprint = {
+        "network": container.get("network"),
+        "env": env,
+        "arch": {k: arch.get(k, 1 if k == "num_seeds" else None) for k in _SHAPE_ARCH_KEYS},
+    }
+    blob = json.dumps(fingerprint, sort_keys=True, default=str).encode()
+    return {**fingerprint, "hash": hashlib.sha256(blob).hexdigest()[:16]}
+
+
+def check_resumable(cfg: RunConfig, run_dir: str | Path) -> int:
+    """The step ``resume=<run_dir>`` (or the evaluator's ``latest``) will restore, checked
+    without compiling anything.
+
+    Reads the newest intact checkpoint (nothing is moved or changed) and checks its config
+    fingerprint against ``cfg``. Raises :class:`FileNotFoundError` (no checkpoint),
+    :class:`~stoixlite.tracking.checkpointing.CheckpointCorruptError` (none intact) or
+    :class:`~stoixlite.tracking.checkpointing.CheckpointMismatchError` (another network/env
+    config), each with a one-line message.
+    """
+    directory = checkpoint_dir(run_dir)
+    if not directory.is_dir() or not any(p.name.isdigit() for p in directory.iterdir()):
+        raise FileNotFoundError(
+            f"no checkpoint in {directory}: the run stopped before saving its first one"
+        )
+    with quiet_orbax(), Checkpointer(directory, config_fingerprint(cfg), read_only=True) as ckpt:
+        return ckpt.newest_intact(warn=False)[0]
 
 
 @dataclass

@@ -14,9 +14,10 @@ A checkpoint (one step directory under ``<run dir>/checkpoints/``, step = comple
 Restoring needs a *template* (e.g. a freshly initialised learner state of the same config): the
 checkpoint's leaves are put back into the template's tree structure, so flax struct dataclasses,
 optax states and named tuples come back with their types, and onto the template's shardings, so a
-checkpoint written on 4 devices restores onto 2 (or 1). A checkpoint whose fingerprint (network
-and env config, number of envs and seeds) differs from the current run's is refused with a
-one-line :class:`CheckpointMismatchError`; so is one whose leaves do not match the template.
+checkpoint written on 4 devices restores onto 2 (or 1). A checkpoint whose fingerprint (a dict
+with a ``hash``, given by the host: :func:`stoixlite.run.resume.config_fingerprint`) differs from
+the current run's is refused with a one-line :class:`CheckpointMismatchError`; so is one whose
+leaves do not match the template.
 
 Retention: the last ``keep_last`` checkpoints are kept, plus the best one by evaluation return
 (``keep_best``). Orbax writes every checkpoint into a temporary directory and renames it when
@@ -33,34 +34,34 @@ intact, :class:`CheckpointCorruptError` says so in one line.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import math
-import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
-from omegaconf import DictConfig
-
-from stoixlite.run.config import RunConfig, parse
 
 log = logging.getLogger(__name__)
 
 CHECKPOINT_DIRNAME = "checkpoints"
 BROKEN_DIRNAME = "checkpoints.broken"  # next to CHECKPOINT_DIRNAME: unreadable checkpoints
 FORMAT_VERSION = 1
-# arch keys that change the shapes of the learner state (besides the network and env configs).
-_SHAPE_ARCH_KEYS = ("num_envs", "num_seeds")
-# env keys that change neither the learner state nor the env's dynamics on valid actions.
-_UNFINGERPRINTED_ENV_KEYS = ("check_actions",)
-# Env keys added after checkpoints existed, with the value every older run had: left out of the
-# fingerprint at that value, so checkpoints written before the key existed still restore.
-_ADDED_ENV_KEYS = {"obs_prev_action": True}
+
+
+@dataclass(frozen=True)
+class CheckpointSettings:
+    """When a run saves checkpoints and how many it keeps (the host fills it from the run's
+    ``checkpoint`` config group)."""
+
+    enabled: bool = True
+    every: int = 1  # chunks between checkpoints
+    keep_last: int = 2
+    keep_best: bool = True
 
 
 class CheckpointMismatchError(RuntimeError):
@@ -69,24 +70,6 @@ class CheckpointMismatchError(RuntimeError):
 
 class CheckpointCorruptError(RuntimeError):
     """No checkpoint of the run reads back intact; the message is one line."""
-
-
-def _silence_aborted_reads() -> None:
-    """Drop the ``RuntimeError('Event loop is closed')`` that orbax's aborted reads of a broken
-    checkpoint raise later from their worker threads (printed as bare tracebacks by
-    ``sys.unraisablehook``); every other unraisable exception is reported as before."""
-    previous = sys.unraisablehook
-    if getattr(previous, "_drops_aborted_reads", False):
-        return
-
-    def hook(unraisable: Any) -> None:
-        exc = unraisable.exc_value
-        if isinstance(exc, RuntimeError) and str(exc) == "Event loop is closed":
-            return
-        previous(unraisable)
-
-    hook._drops_aborted_reads = True  # type: ignore[attr-defined]
-    sys.unraisablehook = hook
 
 
 def _unreadable_metrics(directory: Path) -> dict[int, str]:
@@ -106,7 +89,9 @@ def _unreadable_metrics(directory: Path) -> dict[int, str]:
 
 
 @contextlib.contextmanager
-def _quiet_absl() -> Iterator[None]:
+def quiet_orbax() -> Iterator[None]:
+    """Orbax's own log (absl) silenced for the duration of one read of a possibly broken
+    checkpoint, whose errors are reported here in one line each; the level is restored after."""
     logger = logging.getLogger("absl")
     level = logger.level
     logger.setLevel(logging.CRITICAL)
@@ -123,35 +108,8 @@ def _one_line(err: BaseException, limit: int = 160) -> str:
 
 
 # --------------------------------------------------------------------------------------------
-# Config fingerprint
+# Fingerprints (what a checkpoint must agree on with the run restoring it; made by the host)
 # --------------------------------------------------------------------------------------------
-
-
-def config_fingerprint(cfg: RunConfig | DictConfig | Mapping[str, Any]) -> dict[str, Any]:
-    """What a checkpoint must agree on with the run restoring it.
-
-    ``{"network": {...}, "env": {...}, "arch": {"num_envs": N, "num_seeds": S}, "hash": str}``
-    of the parsed config (:func:`~stoixlite.run.config.parse`: typed values and defaults filled
-    in, so a composed config, its parsed form and the saved ``config.yaml`` agree), without
-    ``env.check_actions`` (a checked run resumes or evaluates an unchecked one's checkpoint) and
-    without keys added later while they hold the value older runs had (``_ADDED_ENV_KEYS``). The
-    hash is a short sha256 of the rest.
-    """
-    container = parse(cfg).to_dict()
-    arch = container["arch"]
-    env = {
-        k: v
-        for k, v in container["env"].items()
-        if k not in _UNFINGERPRINTED_ENV_KEYS
-        and not (k in _ADDED_ENV_KEYS and v == _ADDED_ENV_KEYS[k])
-    }
-    fingerprint = {
-        "network": container.get("network"),
-        "env": env,
-        "arch": {k: arch.get(k, 1 if k == "num_seeds" else None) for k in _SHAPE_ARCH_KEYS},
-    }
-    blob = json.dumps(fingerprint, sort_keys=True, default=str).encode()
-    return {**fingerprint, "hash": hashlib.sha256(blob).hexdigest()[:16]}
 
 
 def _flatten_dict(tree: Any, prefix: str = "") -> dict[str, Any]:
@@ -437,13 +395,12 @@ class Checkpointer:
                 broken[step] = self._broken[step]
                 continue
             try:
-                with _quiet_absl():  # orbax logs its own parse errors of a broken file
+                with quiet_orbax():  # orbax logs its own parse errors of a broken file
                     host_item, arrays = self._load(step, template)
             except CheckpointMismatchError:
                 raise
             except Exception as err:  # any read error: truncated, zeroed or missing files
                 broken[step] = _one_line(err)
-                _silence_aborted_reads()
                 continue
             moved = {} if self._read_only else self._quarantine(list(broken))
             for bad, why in broken.items() if warn else ():
@@ -538,21 +495,3 @@ class Checkpointer:
 
 def checkpoint_dir(run_dir: str | Path) -> Path:
     return Path(run_dir) / CHECKPOINT_DIRNAME
-
-
-def check_resumable(cfg: RunConfig | DictConfig, run_dir: str | Path) -> int:
-    """The step ``resume=<run_dir>`` (or the evaluator's ``latest``) will restore, checked
-    without compiling anything.
-
-    Reads the newest intact checkpoint (nothing is moved or changed) and checks its config
-    fingerprint against ``cfg``. Raises :class:`FileNotFoundError` (no checkpoint),
-    :class:`CheckpointCorruptError` (none intact) or :class:`CheckpointMismatchError` (another
-    network/env config), each with a one-line message.
-    """
-    directory = checkpoint_dir(run_dir)
-    if not directory.is_dir() or not any(p.name.isdigit() for p in directory.iterdir()):
-        raise FileNotFoundError(
-            f"no checkpoint in {directory}: the run stopped before saving its first one"
-        )
-    with _quiet_absl(), Checkpointer(directory, config_fingerprint(cfg), read_only=True) as ckpt:
-        return ckpt.newest_intact(warn=False)[0]

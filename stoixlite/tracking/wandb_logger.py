@@ -23,14 +23,32 @@ import math
 import netrc
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from stoixlite.run.config import WANDB_MODES as MODES
-from stoixlite.run.config import WandbConfig
-
 log = logging.getLogger(__name__)
+
+# The W&B modes: "auto" resolves to online or offline (:func:`resolve_mode`).
+MODES = ("auto", "online", "offline", "disabled")
+
+
+@dataclass(frozen=True)
+class WandbSettings:
+    """What W&B logging needs to know (the host fills it from ``logger.wandb``); ``None`` fields
+    take W&B's defaults."""
+
+    project: str = "stoixlite"
+    entity: str | None = None
+    group: str | None = None  # None: the Hydra sweep directory in a multirun
+    tags: tuple[str, ...] = ()
+    name: str | None = None  # None: the run name
+    mode: str = "auto"
+    init_timeout: float = 15.0
+    dir: str | None = None
+    per_seed: bool = True  # also log each seed's metrics (seed_<k>/...)
+
 
 STEP_METRIC = "env_step"
 RUN_ID_FILE = "wandb_run_id"
@@ -232,13 +250,13 @@ class WandbLogger:
 
 
 def from_config(
-    section: WandbConfig,
+    section: WandbSettings,
     config: Mapping[str, Any],
     run_dir: str | Path,
     default_name: str | None = None,
     resume: bool = False,
 ) -> WandbLogger:
-    """Build a :class:`WandbLogger` from the parsed ``logger.wandb`` section."""
+    """Build a :class:`WandbLogger` from its settings (``logger.wandb``)."""
     return WandbLogger(
         config=config,
         run_dir=run_dir,
