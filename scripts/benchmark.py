@@ -195,10 +195,11 @@ def run_stoixlite_row(spec: dict) -> tuple[int, float, list[float], float, int]:
 
     from stoixlite.rec_ppo import CONFIG_DIR
     from stoixlite.run.build import build_run
+    from stoixlite.run.config import parse
 
     with initialize_config_dir(str(CONFIG_DIR), version_base=None):
         cfg = compose("config", overrides=stoixlite_overrides(spec))
-    exp = build_run(cfg)
+    exp = build_run(parse(cfg))
     state, _ = exp.init()  # laid out on the run's devices
     tic = time.perf_counter()
     learn_chunk = exp.learn.lower(state).compile()

@@ -51,12 +51,22 @@ if not OmegaConf.has_resolver("slug"):
 log = logging.getLogger("stoixlite")
 
 
-def train(cfg: RunConfig | DictConfig, run_dir: Path, resume: bool = False) -> float:
-    """Train one agent as configured, writing outputs to ``run_dir``; returns the final eval
-    return (see :func:`stoixlite.run.loop.train`)."""
+def read_config(cfg: DictConfig) -> RunConfig:
+    """The composed config, read once: the processes of a multi-process run join first (from
+    the ``distributed`` group alone: the registries that :func:`parse` consults start JAX),
+    then the whole config is parsed and checked."""
+    from stoixlite.run.distributed import initialize
+
+    initialize(parse_distributed(cfg))
+    return parse(cfg)
+
+
+def train(cfg: DictConfig, run_dir: Path, resume: bool = False) -> float:
+    """Train one agent as composed, writing outputs to ``run_dir``; returns the final eval
+    return (:func:`read_config`, then :func:`stoixlite.run.loop.train`)."""
     from stoixlite.run.loop import train as run
 
-    return run(cfg, run_dir, resume=resume)
+    return run(read_config(cfg), run_dir, resume=resume)
 
 
 def _interrupted_line(run_dir: Path) -> str:
@@ -85,9 +95,10 @@ def _job_failed(run_dir: Path, message: str, summary: str | None = None) -> floa
 @hydra.main(version_base=None, config_path=str(CONFIG_DIR), config_name="config")
 def main(cfg: DictConfig) -> float:
     from stoixlite.cli.process import setup_process
-    from stoixlite.run.distributed import DistributedError, initialize
+    from stoixlite.run.distributed import DistributedError
     from stoixlite.run.divergence import NonFiniteError
     from stoixlite.run.loop import RunDirInUseError
+    from stoixlite.run.loop import train as run
     from stoixlite.run.resume import check_resumable, resume_config
     from stoixlite.run.signals import TrainingInterrupted
     from stoixlite.tracking.checkpointing import CheckpointCorruptError, CheckpointMismatchError
@@ -103,11 +114,10 @@ def main(cfg: DictConfig) -> float:
         if resume:
             run_dir = Path(str(resume)).expanduser().resolve()
             cfg = resume_config(cfg, run_dir, list(hydra_cfg.overrides.task))
-        initialize(parse_distributed(cfg))  # before parse: the registries start JAX
-        run_cfg = parse(cfg)
+        run_cfg = read_config(cfg)
         if resume:
             check_resumable(run_cfg, run_dir)
-        return train(run_cfg, run_dir, resume=bool(resume))
+        return run(run_cfg, run_dir, resume=bool(resume))
     except (
         ConfigError,
         CheckpointMismatchError,

@@ -23,7 +23,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import optax
-from omegaconf import DictConfig
 
 from stoixlite.envs.registry import make
 from stoixlite.envs.types import Environment
@@ -33,7 +32,7 @@ from stoixlite.ppo.evaluate import make_evaluator
 from stoixlite.ppo.finite import all_finite
 from stoixlite.ppo.learner import make_learn_chunk, make_optimizer, make_update
 from stoixlite.ppo.types import LearnerState, PPOConfig
-from stoixlite.run.config import EnvConfig, NetworkConfig, RunConfig, parse
+from stoixlite.run.config import EnvConfig, NetworkConfig, RunConfig
 from stoixlite.run.sharding import Placement, select_devices
 
 Metrics = dict[str, jax.Array]
@@ -312,10 +311,9 @@ def _compile_key(cfg: RunConfig) -> str:
     return json.dumps(container, sort_keys=True, default=str)
 
 
-def build_run(cfg: RunConfig | DictConfig) -> Run:
-    """The :class:`Run` of ``cfg`` (parsed if it is not a ``RunConfig`` yet), cached for recent
-    configs; the seed is taken from ``cfg``, the compiled programs are shared."""
-    cfg = parse(cfg)
+def build_run(cfg: RunConfig) -> Run:
+    """The :class:`Run` of ``cfg``, cached for recent configs; the seed is taken from ``cfg``,
+    the compiled programs are shared."""
     key = _compile_key(cfg)
     if key in _CACHE:
         _CACHE.move_to_end(key)

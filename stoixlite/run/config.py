@@ -807,11 +807,9 @@ def parse_distributed(cfg: DictConfig | Mapping[str, Any]) -> DistributedConfig:
     return section
 
 
-def parse(cfg: DictConfig | Mapping[str, Any] | RunConfig) -> RunConfig:
-    """The typed, checked :class:`RunConfig` of a composed config (a ``RunConfig`` is returned
-    as it is). Raises :class:`ConfigError` listing every mistake, one line each."""
-    if isinstance(cfg, RunConfig):
-        return cfg
+def parse(cfg: DictConfig | Mapping[str, Any]) -> RunConfig:
+    """The typed, checked :class:`RunConfig` of a composed config. Raises :class:`ConfigError`
+    listing every mistake, one line each."""
     given = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
     errors = _Errors()
     top = [f.name for f in dataclasses.fields(RunConfig)]

@@ -30,11 +30,11 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
 from stoixlite.run.build import build_run
-from stoixlite.run.config import RunConfig, parse, parse_distributed
-from stoixlite.run.distributed import check_agreement, initialize, is_primary
+from stoixlite.run.config import RunConfig
+from stoixlite.run.distributed import check_agreement, is_primary
 from stoixlite.run.divergence import (
     CollapseWatch,
     NonFiniteError,
@@ -50,7 +50,7 @@ from stoixlite.run.resume import (
     check_restored_chunks,
     check_resumed_chunks,
     checkpoint_tree,
-    load_run_config,
+    load_saved_config,
     restore,
 )
 from stoixlite.run.sharding import to_host
@@ -62,7 +62,7 @@ log = logging.getLogger(__name__)
 
 
 def train(
-    cfg: RunConfig | DictConfig,
+    cfg: RunConfig,
     run_dir: str | Path,
     resume: bool = False,
     on_chunk_end: Callable[[int, dict[str, float]], None] | None = None,
@@ -72,12 +72,14 @@ def train(
     ``resume``: continue from the latest checkpoint in ``run_dir``. ``on_chunk_end(chunk,
     record)`` is called after each chunk is logged, before the checkpoint decision (a hook for
     tests and tools).
+
+    A multi-process run (``distributed.enabled``) must have joined its processes before
+    (:func:`stoixlite.run.distributed.initialize`, which the entry point calls before it parses
+    the config).
     """
-    initialize(cfg.distributed if isinstance(cfg, RunConfig) else parse_distributed(cfg))
-    cfg = parse(cfg)
     run_dir = Path(run_dir)
     if resume:  # before anything is written: the saved config.yaml is still the run's own
-        check_resumed_chunks(parse(load_run_config(run_dir / CONFIG_FILE)), cfg)
+        check_resumed_chunks(load_saved_config(run_dir / CONFIG_FILE), cfg)
     # What the run is, not how it was launched: a resumed run may use other processes.
     saved_config = _saved_config(cfg)
     # Looked at before the processes meet, so that no process sees what another one has written

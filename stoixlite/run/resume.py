@@ -210,6 +210,11 @@ def load_run_config(path: Path) -> DictConfig:
     return cfg
 
 
+def load_saved_config(path: Path) -> RunConfig:
+    """A run directory's saved ``config.yaml``, parsed (:func:`load_run_config`)."""
+    return parse(load_run_config(path))
+
+
 def find_checkpoint(run_dir: str | Path, checkpoint: str | int = "latest") -> tuple[RunConfig, int]:
     """``(parsed config, step)`` of checkpoint ``checkpoint`` (``latest``, ``best`` or a step)
     in ``run_dir``, checked without building or compiling anything.
@@ -224,7 +229,7 @@ def find_checkpoint(run_dir: str | Path, checkpoint: str | int = "latest") -> tu
     config_path = run_dir / CONFIG_FILE
     if not config_path.exists():
         raise FileNotFoundError(f"{config_path} not found: is {run_dir} a stoixlite run directory?")
-    cfg = parse(load_run_config(config_path))
+    cfg = load_saved_config(config_path)
     latest = check_resumable(cfg, run_dir)  # some checkpoint is there and intact
     if checkpoint == "latest":
         return cfg, latest
