@@ -193,9 +193,9 @@ def run_stoixlite_row(spec: dict) -> tuple[int, float, list[float], float, int]:
     import numpy as np
     from hydra import compose, initialize_config_dir
 
+    from stoixlite.config.parse import parse
     from stoixlite.rec_ppo import CONFIG_DIR
     from stoixlite.run.build import build_run
-    from stoixlite.run.config import parse
 
     with initialize_config_dir(str(CONFIG_DIR), version_base=None):
         cfg = compose("config", overrides=stoixlite_overrides(spec))

@@ -10,7 +10,7 @@ stderr naming the option or value and what is allowed, exit status 2, before any
   the work whose results it would hold, not after.
 * :func:`checked_run_config`: composes and parses a run config from Hydra overrides the way
   ``python -m stoixlite.rec_ppo`` does (:mod:`stoixlite.run.overrides`, then
-  :func:`stoixlite.run.config.parse`), every mistake as one line.
+  :func:`stoixlite.config.parse`), every mistake as one line.
 * :func:`last_error_line`: the line of a failed subprocess's stderr that says what went wrong
   (the exception, not JAX's note on its filtered traceback).
 * :func:`compile_for_real`: the benchmark and profiling scripts' processes compile every program
@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
 if TYPE_CHECKING:
-    from stoixlite.run.config import RunConfig
+    from stoixlite.config.schema import RunConfig
 
 BAD_INPUT = 2  # exit status of a refused argument or config
 
@@ -91,9 +91,10 @@ def checked_run_config(overrides: Sequence[str]) -> tuple[RunConfig | None, str 
     """``(config, None)`` for Hydra ``overrides`` of ``configs/config.yaml`` that make a valid
     run config, else ``(None, one line)``: an unknown group option, key or malformed override
     (:func:`stoixlite.run.overrides.override_error`, as ``python -m stoixlite.rec_ppo`` reports
-    them) or an invalid value (:class:`~stoixlite.run.config.ConfigError`, every mistake)."""
+    them) or an invalid value (:class:`~stoixlite.config.ConfigError`, every mistake)."""
+    from stoixlite.config.parse import parse
+    from stoixlite.config.strict import ConfigError
     from stoixlite.rec_ppo import CONFIG_DIR
-    from stoixlite.run.config import ConfigError, parse
     from stoixlite.run.overrides import MULTIRUN_FLAGS, composed_or_error
 
     overrides = list(overrides)

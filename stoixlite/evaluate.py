@@ -30,13 +30,13 @@ import numpy as np
 
 from stoixlite.cli.process import setup_process
 from stoixlite.cli_args import OneLineArgumentParser
+from stoixlite.config.strict import ConfigError
 from stoixlite.envs.actions import find_invalid_action_error
 from stoixlite.envs.registry import env_spec
 from stoixlite.envs.types import FIRST, MID, TimeStep
 from stoixlite.ppo.evaluate import make_evaluator
 from stoixlite.ppo.rollout import act
 from stoixlite.run.build import Run, make_env_stack
-from stoixlite.run.config import ConfigError
 from stoixlite.run.resume import find_checkpoint, load_run
 from stoixlite.specs import Discrete
 

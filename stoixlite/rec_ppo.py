@@ -2,7 +2,7 @@
 
 Composes the Hydra config (:data:`CONFIG_DIR`: shipped inside the package by a wheel, the
 repository's ``configs/`` otherwise, so it works from any working directory), parses it into the
-typed :class:`~stoixlite.run.config.RunConfig` (every mistake one line on stderr, exit code 2,
+typed :class:`~stoixlite.config.RunConfig` (every mistake one line on stderr, exit code 2,
 before anything compiles), then runs the host loop of :mod:`stoixlite.run.loop`: compiled learn
 chunks, evaluation between chunks, JSON-lines metrics, W&B (``logger=wandb``), checkpoints,
 progress bar, learning-curve plot. Returns the final mean evaluation return (what Hydra
@@ -34,7 +34,9 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from stoixlite.run.config import ConfigError, RunConfig, parse, parse_distributed
+from stoixlite.config.parse import parse, parse_distributed
+from stoixlite.config.schema import RunConfig
+from stoixlite.config.strict import ConfigError
 
 # The Hydra configs: inside the package in a wheel (copied by setup.py), else the repository's
 # top-level configs/ (source tree, editable install).

@@ -26,9 +26,9 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 from conftest import TINY, compose_config, run_config  # noqa: E402
 
+from stoixlite.config.parse import parse  # noqa: E402
 from stoixlite.rec_ppo import train as train_composed  # noqa: E402
 from stoixlite.run.build import build_run  # noqa: E402
-from stoixlite.run.config import parse  # noqa: E402
 from stoixlite.run.loop import train  # noqa: E402
 from stoixlite.run.resume import resume_config  # noqa: E402
 from stoixlite.run.sharding import to_host  # noqa: E402

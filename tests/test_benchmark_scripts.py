@@ -197,9 +197,9 @@ def test_profile_update_counts_the_minibatch_gradient_flops():
     reported for the attention memories against the mlp measures their arithmetic)."""
     from hydra import compose, initialize_config_dir
 
+    from stoixlite.config.parse import parse
     from stoixlite.rec_ppo import CONFIG_DIR
     from stoixlite.run.build import build_run
-    from stoixlite.run.config import parse
 
     profile = load_script("profile_update")
     counts = {}

@@ -21,8 +21,9 @@ from conftest import TINY, compose_config, run_config
 from omegaconf import OmegaConf
 from wandb_reader import read_run
 
+from stoixlite.config.parse import parse
+from stoixlite.config.strict import ConfigError
 from stoixlite.run.build import build_run
-from stoixlite.run.config import ConfigError, parse
 from stoixlite.run.loop import train
 from stoixlite.run.resume import config_fingerprint, resume_config
 from stoixlite.run.signals import TrainingInterrupted

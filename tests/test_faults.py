@@ -32,10 +32,10 @@ import pytest
 from conftest import TINY, compose_config, run_config
 from omegaconf import OmegaConf
 
+from stoixlite.config.parse import parse
 from stoixlite.ppo.finite import all_finite
 from stoixlite.run import loop
 from stoixlite.run.build import build_run
-from stoixlite.run.config import parse
 from stoixlite.run.divergence import (
     PARAMS_METRIC,
     CollapseWatch,

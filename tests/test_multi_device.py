@@ -22,8 +22,9 @@ import pytest
 from conftest import TINY, compose_config, run_config
 from omegaconf import OmegaConf
 
+from stoixlite.config.parse import parse
+from stoixlite.config.strict import ConfigError
 from stoixlite.run.build import build_run
-from stoixlite.run.config import ConfigError, parse
 from stoixlite.run.resume import config_fingerprint
 from stoixlite.tracking.checkpointing import Checkpointer, checkpoint_dir, pack_state
 from stoixlite.tracking.jsonl import read_jsonl

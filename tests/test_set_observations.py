@@ -17,12 +17,13 @@ import numpy as np
 import pytest
 from conftest import TINY, compose_config, run_config
 
+from stoixlite.config.parse import parse
+from stoixlite.config.strict import ConfigError
 from stoixlite.envs.registry import make
 from stoixlite.envs.types import LAST
 from stoixlite.envs.wrappers import wrap_env
 from stoixlite.networks.actor_critic import SetEncoder
 from stoixlite.run.build import build_run
-from stoixlite.run.config import ConfigError, parse
 
 CAPACITY, WIDTH, EXTRA = 6, 3, 2
 

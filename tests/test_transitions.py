@@ -20,15 +20,16 @@ import numpy as np
 import pytest
 from conftest import compose_config, replay_inputs, run_config
 
+from stoixlite.config.parse import parse
+from stoixlite.config.plan import plan_run
 from stoixlite.networks.dense import Dense, matmul, outer_sum
 from stoixlite.ppo.learner import make_sequences, sequence_length
 from stoixlite.ppo.loss import ppo_loss
 from stoixlite.run.build import build_run
-from stoixlite.run.config import parse
 
 
 def _ppo(cfg):
-    return parse(cfg).ppo
+    return plan_run(parse(cfg)).ppo
 
 
 OVERRIDES = [

@@ -9,7 +9,7 @@ from conftest import compose_config
 from omegaconf import OmegaConf
 from wandb_reader import read_run
 
-from stoixlite.run.config import parse
+from stoixlite.config.parse import parse
 from stoixlite.tracking import wandb_logger
 from stoixlite.tracking.wandb_logger import RUN_ID_FILE, WandbLogger, from_config
 

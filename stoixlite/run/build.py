@@ -24,6 +24,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from stoixlite.config.checks import check_device_split
+from stoixlite.config.plan import RunPlan, plan_run
+from stoixlite.config.schema import EnvConfig, NetworkConfig, RunConfig
 from stoixlite.envs.registry import make
 from stoixlite.envs.types import Environment
 from stoixlite.envs.wrappers import make_batched_env
@@ -32,7 +35,6 @@ from stoixlite.ppo.evaluate import make_evaluator
 from stoixlite.ppo.finite import all_finite
 from stoixlite.ppo.learner import make_learn_chunk, make_optimizer, make_update
 from stoixlite.ppo.types import LearnerState, PPOConfig
-from stoixlite.run.config import EnvConfig, NetworkConfig, RunConfig
 from stoixlite.run.sharding import Placement, select_devices
 
 Metrics = dict[str, jax.Array]
@@ -106,6 +108,7 @@ class Run:
     laid out on the devices of ``placement``."""
 
     config: RunConfig
+    plan: RunPlan
     ppo: PPOConfig
     env: Environment
     network: ActorCritic
@@ -258,9 +261,10 @@ def _unaliased(tree: Any) -> Any:
 
 
 def _build(cfg: RunConfig) -> Run:
-    ppo = cfg.ppo
+    plan = plan_run(cfg)
+    ppo = plan.ppo
     devices = select_devices(cfg.arch.num_devices)
-    cfg.check_device_split(len(devices))
+    check_device_split(cfg, len(devices))
     placement = Placement.create(devices, cfg.arch.num_seeds)
     env = make_env_stack(cfg.env, ppo.num_envs)
     network = make_network(cfg.network, env)
@@ -284,6 +288,7 @@ def _build(cfg: RunConfig) -> Run:
     )
     return Run(
         config=cfg,
+        plan=plan,
         ppo=ppo,
         env=env,
         network=network,
@@ -319,7 +324,7 @@ def build_run(cfg: RunConfig) -> Run:
         _CACHE.move_to_end(key)
         cached = _CACHE[key]
         if cached.config != cfg:  # same programs, another seed or other outputs
-            cached.config = cfg
+            cached.config, cached.plan = cfg, plan_run(cfg)
         return cached
     run = _build(cfg)
     _CACHE[key] = run

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from stoixlite.run.config import RunConfig
+from stoixlite.config.schema import RunConfig
 
 log = logging.getLogger(__name__)
 

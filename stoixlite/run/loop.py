@@ -1,9 +1,9 @@
 """The host loop of a training run: compiled learn chunks, evaluation, one record per chunk.
 
-``train(cfg, run_dir)`` runs ``cfg.num_chunks`` chunks: ``arch.num_evaluations``, or fewer equal
-chunks where those keep more of the budget (fewer also with an early stop: once the
-mean eval return reaches ``arch.target_return``, when set, the run saves a checkpoint and ends).
-After each chunk it checks that the
+``train(cfg, run_dir)`` runs the plan's chunks (:mod:`stoixlite.config.plan`):
+``arch.num_evaluations``, or fewer equal chunks where those keep more of the budget (fewer also
+with an early stop: once the mean eval return reaches ``arch.target_return``, when set, the run
+saves a checkpoint and ends). After each chunk it checks that the
 losses and parameters are finite (a non-finite chunk is discarded and the run stops or rolls back,
 ``arch.on_nonfinite``, see :mod:`stoixlite.run.divergence`), evaluates, then hands the chunk's
 record to the :class:`~stoixlite.tracking.recorder.Recorder` (JSON lines, W&B, progress bar,
@@ -32,8 +32,8 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
+from stoixlite.config.schema import RunConfig
 from stoixlite.run.build import build_run
-from stoixlite.run.config import RunConfig
 from stoixlite.run.distributed import check_agreement, is_primary
 from stoixlite.run.divergence import (
     CollapseWatch,
@@ -96,8 +96,8 @@ def train(
     if held:  # a new run would append to its records and mix its checkpoints with them
         raise RunDirInUseError(run_dir_in_use(run_dir, held))
     run_dir.mkdir(parents=True, exist_ok=True)
-    num_chunks, seeds = cfg.num_chunks, cfg.arch.num_seeds
-    settings = recorder_settings(cfg, run.steps_per_chunk * num_chunks)
+    num_chunks, seeds = run.plan.num_chunks, cfg.arch.num_seeds
+    settings = recorder_settings(cfg, run.plan, run.steps_per_chunk * num_chunks)
     recorder = Recorder(settings, run_dir, resume, primary)
     host = HostState()
     if resume:
@@ -115,8 +115,8 @@ def train(
     if primary:
         if not (done or finished):  # a resume that trains nothing leaves the saved config as is
             (run_dir / CONFIG_FILE).write_text(saved_config)
-        if cfg.budget_note():
-            print(cfg.budget_note())
+        if run.plan.budget_note:
+            print(run.plan.budget_note)
         if done:
             print(
                 f"{run_dir} stopped at arch.target_return={cfg.arch.target_return} (eval return "

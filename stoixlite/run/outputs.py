@@ -10,20 +10,22 @@ from __future__ import annotations
 
 import dataclasses
 
-from stoixlite.run.config import RunConfig
+from stoixlite.config.plan import RunPlan
+from stoixlite.config.schema import RunConfig
 from stoixlite.run.resume import config_fingerprint
 from stoixlite.tracking.checkpointing import CheckpointSettings
 from stoixlite.tracking.recorder import RecorderSettings
 from stoixlite.tracking.wandb_logger import WandbSettings
 
 
-def recorder_settings(cfg: RunConfig, total_steps: int) -> RecorderSettings:
-    """The :class:`RecorderSettings` of run ``cfg`` (``total_steps``: of the progress bar)."""
+def recorder_settings(cfg: RunConfig, plan: RunPlan, total_steps: int) -> RecorderSettings:
+    """The :class:`RecorderSettings` of run ``cfg`` with plan ``plan`` (``total_steps``: of the
+    progress bar)."""
     wandb = cfg.logger.wandb
     return RecorderSettings(
-        name=cfg.name,
+        name=plan.name,
         seeds=tuple(cfg.arch.seeds),
-        num_chunks=cfg.num_chunks,
+        num_chunks=plan.num_chunks,
         total_steps=total_steps,
         progress=cfg.logger.progress,
         jsonl=cfg.logger.jsonl,

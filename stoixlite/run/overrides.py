@@ -22,7 +22,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
-from stoixlite.run.config import unknown_key_hint
+from stoixlite.config.strict import unknown_key_hint
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
 _SWEEP_SYNTAX = ("(", "[", "${")

@@ -22,8 +22,11 @@ from typing import Any
 import jax
 from omegaconf import DictConfig, OmegaConf
 
+from stoixlite.config.parse import parse
+from stoixlite.config.plan import plan_run
+from stoixlite.config.schema import RunConfig
+from stoixlite.config.strict import ConfigError
 from stoixlite.run.build import Run, build_run
-from stoixlite.run.config import ConfigError, RunConfig, parse
 from stoixlite.run.sharding import to_host
 from stoixlite.tracking.checkpointing import Checkpointer, checkpoint_dir, quiet_orbax
 
@@ -120,7 +123,7 @@ def check_restored_chunks(run: Run, state: Any, host: HostState, run_dir: Path) 
     raise ConfigError(
         [
             f"resume={run_dir}: its checkpoint holds {updates} updates in {host.chunk} chunks, "
-            f"not chunks of {per_chunk} updates as {run.config.chunking} gives: set "
+            f"not chunks of {per_chunk} updates as {run.plan.chunking} gives: set "
             "arch.total_timesteps and arch.num_evaluations so that a chunk keeps its size, or "
             "start a new run instead"
         ]
@@ -165,14 +168,15 @@ def check_resumed_chunks(saved: RunConfig, resumed: RunConfig) -> None:
     alike extends a run (or shortens it), and the learning-rate schedule is then the new
     budget's (annealed to 0 at its end).
     """
-    chunk = saved.ppo.updates_per_chunk
-    if (saved.steps_per_update, chunk) == (resumed.steps_per_update, resumed.ppo.updates_per_chunk):
+    was, now = plan_run(saved), plan_run(resumed)
+    chunk = was.ppo.updates_per_chunk
+    if (saved.steps_per_update, chunk) == (resumed.steps_per_update, now.ppo.updates_per_chunk):
         return
     hint = "start a new run instead"
     evaluations = resumed.arch.total_timesteps // resumed.steps_per_update // chunk
     if saved.steps_per_update == resumed.steps_per_update and evaluations >= 1:
         arch = dataclasses.replace(resumed.arch, num_evaluations=evaluations)
-        if dataclasses.replace(resumed, arch=arch).ppo.updates_per_chunk == chunk:
+        if plan_run(dataclasses.replace(resumed, arch=arch)).ppo.updates_per_chunk == chunk:
             hint = f"keep the chunk size with arch.num_evaluations={evaluations}, or {hint}"
     keys = (
         "arch.total_timesteps",
@@ -188,7 +192,7 @@ def check_resumed_chunks(saved: RunConfig, resumed: RunConfig) -> None:
     raise ConfigError(
         [
             f"{given or 'the resumed config'} changes the chunks of the resumed run "
-            f"({saved.chunking} -> {resumed.chunking}), which its checkpoints count: {hint}"
+            f"({was.chunking} -> {now.chunking}), which its checkpoints count: {hint}"
         ]
     )
 
