@@ -99,9 +99,9 @@ def main(cfg: DictConfig) -> float:
     from stoixlite.cli.process import setup_process
     from stoixlite.run.distributed import DistributedError
     from stoixlite.run.divergence import NonFiniteError
-    from stoixlite.run.loop import RunDirInUseError
     from stoixlite.run.loop import train as run
     from stoixlite.run.resume import check_resumable, resume_config
+    from stoixlite.run.run_dir import RunDirInUseError
     from stoixlite.run.signals import TrainingInterrupted
     from stoixlite.tracking.checkpointing import CheckpointCorruptError, CheckpointMismatchError
 

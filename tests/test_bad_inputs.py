@@ -332,10 +332,10 @@ def test_a_new_run_refuses_a_directory_that_holds_a_run(dirs, capsys, monkeypatc
 
 
 def test_run_outputs_are_what_a_run_writes(tmp_path):
-    """``overrides.RUN_OUTPUTS`` (checked before Hydra starts, without importing JAX) names the
+    """``tracking.files.RUN_OUTPUTS`` (checked before Hydra starts, without importing JAX) names the
     files the loop, the recorder and the checkpointer write."""
-    from stoixlite.run.overrides import RUN_OUTPUTS
     from stoixlite.run.resume import CONFIG_FILE
+    from stoixlite.tracking.files import RUN_OUTPUTS
     from stoixlite.tracking.recorder import METRICS_FILE
 
     assert set(RUN_OUTPUTS) == {CONFIG_FILE, METRICS_FILE, checkpoint_dir(tmp_path).name}

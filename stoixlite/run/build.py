@@ -13,6 +13,7 @@ shardings of :class:`~stoixlite.run.sharding.Placement`: envs split over devices
 
 from __future__ import annotations
 
+import copy
 import json
 from collections import OrderedDict
 from collections.abc import Callable
@@ -122,6 +123,8 @@ class Run:
     split: Callable[[jax.Array], tuple[jax.Array, jax.Array]] = field(init=False)
     params_finite: Callable[[Any], jax.Array] = field(init=False)
     compiled_learn: Any = field(init=False, default=None)  # ``learn`` compiled ahead of time
+    # Programs compiled ahead of time, shared by the copies of a cached run (same programs).
+    compiled: dict[str, Any] = field(init=False, default_factory=dict)
     state_shardings: Any = field(init=False, default=None)  # of the learner state (None: 1 device)
 
     def __post_init__(self) -> None:
@@ -200,9 +203,12 @@ class Run:
         return place.put(state, self.state_shardings), place.put(key, place.replicated)
 
     def compile_learn(self, state: Any) -> Any:
-        """``learn`` compiled ahead of time for ``state`` (once per run object)."""
+        """``learn`` compiled ahead of time for ``state`` (once for the runs of one compile key,
+        :func:`build_run`)."""
         if self.compiled_learn is None:
-            self.compiled_learn = self.learn.lower(state).compile()
+            if "learn" not in self.compiled:
+                self.compiled["learn"] = self.learn.lower(state).compile()
+            self.compiled_learn = self.compiled["learn"]
         return self.compiled_learn
 
     def compile_programs(self, state: Any, key: jax.Array) -> Any:
@@ -300,9 +306,10 @@ def _build(cfg: RunConfig) -> Run:
     )
 
 
-# Runs of recent configs, keyed by everything that affects the compiled code (not the seed,
-# loggers or checkpoint settings): the jobs of a seed sweep in one multirun process, and a resumed
-# run in the same process, reuse one compilation.
+# The programs of recent configs, keyed by everything that affects the compiled code (not the
+# seed, loggers or checkpoint settings): the jobs of a seed sweep in one multirun process, and a
+# resumed run in the same process, reuse one compilation. Each build_run gets its own copy of the
+# cached run with its own config and plan; the copies share the jitted and compiled programs.
 _CACHE: OrderedDict[str, Run] = OrderedDict()
 _CACHE_SIZE = 2
 
@@ -317,17 +324,15 @@ def _compile_key(cfg: RunConfig) -> str:
 
 
 def build_run(cfg: RunConfig) -> Run:
-    """The :class:`Run` of ``cfg``, cached for recent configs; the seed is taken from ``cfg``,
-    the compiled programs are shared."""
+    """The :class:`Run` of ``cfg``, a run of its own whose programs are shared with the runs
+    of recent configs that compile the same (another seed, other outputs)."""
     key = _compile_key(cfg)
-    if key in _CACHE:
-        _CACHE.move_to_end(key)
-        cached = _CACHE[key]
-        if cached.config != cfg:  # same programs, another seed or other outputs
-            cached.config, cached.plan = cfg, plan_run(cfg)
-        return cached
-    run = _build(cfg)
-    _CACHE[key] = run
+    if key not in _CACHE:
+        _CACHE[key] = _build(cfg)
+    _CACHE.move_to_end(key)
     while len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)
+    run = copy.copy(_CACHE[key])  # shares the programs, not the config
+    if run.config != cfg:
+        run.config, run.plan = cfg, plan_run(cfg)
     return run

@@ -23,6 +23,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
 from stoixlite.config.strict import unknown_key_hint
+from stoixlite.run.run_dir import held_outputs, run_dir_in_use
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
 _SWEEP_SYNTAX = ("(", "[", "${")
@@ -115,24 +116,6 @@ def _missing_key_error(path: str, overrides: list[str], config_dir: Path, config
         hint = unknown_key_hint(prefix, key, [str(k) for k in node], suffix)
         return f"{path}={value!r} is invalid: {hint}"
     return f"{own} is invalid: unknown key"
-
-
-# What a run writes into its directory (run/resume.CONFIG_FILE, tracking/recorder.METRICS_FILE,
-# tracking/checkpointing.checkpoint_dir; tested equal): a directory holding any of them holds a run.
-RUN_OUTPUTS = ("config.yaml", "metrics.jsonl", "checkpoints")
-
-
-def held_outputs(run_dir: Path) -> list[str]:
-    """The run outputs (:data:`RUN_OUTPUTS`) that ``run_dir`` already holds."""
-    return [name for name in RUN_OUTPUTS if (Path(run_dir) / name).exists()]
-
-
-def run_dir_in_use(run_dir: Path, held: list[str]) -> str:
-    """One line refusing to start a new run in ``run_dir``, which holds ``held``."""
-    return (
-        f"{run_dir} already holds a run ({', '.join(held)}): continue it with "
-        f"resume={run_dir}, or give the new run another directory (hydra.run.dir=...)"
-    )
 
 
 def _single_run_values(argv: list[str]) -> dict[str, str] | None:

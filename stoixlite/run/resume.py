@@ -29,8 +29,8 @@ from stoixlite.config.strict import ConfigError
 from stoixlite.run.build import Run, build_run
 from stoixlite.run.sharding import to_host
 from stoixlite.tracking.checkpointing import Checkpointer, checkpoint_dir, quiet_orbax
+from stoixlite.tracking.files import CONFIG_FILE
 
-CONFIG_FILE = "config.yaml"
 # arch keys that change the shapes of the learner state (besides the network and env configs).
 _SHAPE_ARCH_KEYS = ("num_envs", "num_seeds")
 # env keys that change neither the learner state nor the env's dynamics on valid actions.

@@ -46,10 +46,10 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from stoixlite.tracking.files import BROKEN_DIRNAME, CHECKPOINT_DIRNAME
+
 log = logging.getLogger(__name__)
 
-CHECKPOINT_DIRNAME = "checkpoints"
-BROKEN_DIRNAME = "checkpoints.broken"  # next to CHECKPOINT_DIRNAME: unreadable checkpoints
 FORMAT_VERSION = 1
 
 

@@ -15,12 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from stoixlite.tracking.checkpointing import Checkpointer, CheckpointSettings, checkpoint_dir
+from stoixlite.tracking.files import METRICS_FILE, PER_SEED_FILE
 from stoixlite.tracking.jsonl import JsonlWriter, last_record, truncate_jsonl
 from stoixlite.tracking.progress import TrainingProgress
 from stoixlite.tracking.wandb_logger import WandbSettings
-
-METRICS_FILE = "metrics.jsonl"
-PER_SEED_FILE = "metrics_per_seed.jsonl"
 
 
 @dataclass(frozen=True)
