@@ -51,7 +51,7 @@ from pathlib import Path
 # Import this checkout's package (also in the worker subprocesses), not another installed copy.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from stoixlite.cli_args import (  # noqa: E402
+from stoixlite.cli.args import (  # noqa: E402
     OneLineArgumentParser,
     checked_run_config,
     compile_for_real,
@@ -193,8 +193,8 @@ def run_stoixlite_row(spec: dict) -> tuple[int, float, list[float], float, int]:
     import numpy as np
     from hydra import compose, initialize_config_dir
 
+    from stoixlite.cli.configs import CONFIG_DIR
     from stoixlite.config.parse import parse
-    from stoixlite.rec_ppo import CONFIG_DIR
     from stoixlite.run.build import build_run
 
     with initialize_config_dir(str(CONFIG_DIR), version_base=None):
@@ -307,7 +307,7 @@ def describe(spec: dict) -> str:
 
 
 def row_error(specs: list[dict]) -> str | None:
-    """Worker: the first row whose config is invalid (:func:`stoixlite.cli_args.checked_run_config`,
+    """Worker: the first row whose config is invalid (:func:`stoixlite.cli.args.checked_run_config`,
     as ``rec_ppo`` would refuse it) or that asks for more devices than there are, as one line;
     ``None`` when every row can run. Runs in a subprocess like the rows, so that this process
     never starts an accelerator backend (and holds none of its memory while the rows run)."""

@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))  # this checkout's stoixlite
 
-from stoixlite.cli_args import (  # noqa: E402
+from stoixlite.cli.args import (  # noqa: E402
     OneLineArgumentParser,
     compile_for_real,
     fail,

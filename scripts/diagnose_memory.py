@@ -62,8 +62,8 @@ import optax
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from stoixlite.cli_args import OneLineArgumentParser, fail, output_file_error  # noqa: E402
-from stoixlite.cli_args import checked_run_config as _checked_run_config  # noqa: E402
+from stoixlite.cli.args import OneLineArgumentParser, fail, output_file_error  # noqa: E402
+from stoixlite.cli.args import checked_run_config as _checked_run_config  # noqa: E402
 from stoixlite.config.plan import plan_run  # noqa: E402
 from stoixlite.config.schema import RunConfig  # noqa: E402
 from stoixlite.config.strict import ConfigError  # noqa: E402

@@ -46,7 +46,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 from recurrence_standins import free_recurrence, standin_error  # noqa: E402
 
-from stoixlite.cli_args import (  # noqa: E402
+from stoixlite.cli.args import (  # noqa: E402
     OneLineArgumentParser,
     compile_for_real,
     output_dir_error,
@@ -158,7 +158,7 @@ def main(argv: list[str] | None = None) -> None:
         if getattr(args, key) < 1:
             parser.error(f"--{key} {getattr(args, key)} must be at least 1")
 
-    from stoixlite.cli_args import checked_run_config
+    from stoixlite.cli.args import checked_run_config
     from stoixlite.run.build import build_run
 
     cfg, error = checked_run_config(args.overrides)

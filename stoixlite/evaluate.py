@@ -28,8 +28,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from stoixlite.cli.args import OneLineArgumentParser
 from stoixlite.cli.process import setup_process
-from stoixlite.cli_args import OneLineArgumentParser
 from stoixlite.config.strict import ConfigError
 from stoixlite.envs.actions import find_invalid_action_error
 from stoixlite.envs.registry import env_spec

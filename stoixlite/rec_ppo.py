@@ -13,7 +13,7 @@ checkpoint, with the config saved there (command-line overrides given with ``res
 applied on top; a different network or env config is refused). The run directory, its checkpoint
 and the config match are checked before anything is compiled. In a multirun (``-m``) a failing
 job writes its traceback to ``<job dir>/error.txt``, returns NaN (a failed trial for Optuna) and
-the sweep goes on (and ends non-zero, see :mod:`stoixlite.sweep_callback`).
+the sweep goes on (and ends non-zero, see :mod:`stoixlite.cli.sweep_callback`).
 
 Every way a run can end badly is one line on stderr and a non-zero exit: a config error (2); a
 non-finite loss or parameter, no intact checkpoint or an unwritable output (1); SIGINT/SIGTERM
@@ -34,21 +34,10 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from stoixlite.cli.configs import CONFIG_DIR, sweep_name
 from stoixlite.config.parse import parse, parse_distributed
 from stoixlite.config.schema import RunConfig
 from stoixlite.config.strict import ConfigError
-
-# The Hydra configs: inside the package in a wheel (copied by setup.py), else the repository's
-# top-level configs/ (source tree, editable install).
-_PACKAGED_CONFIGS = Path(__file__).resolve().parent / "configs"
-CONFIG_DIR = (
-    _PACKAGED_CONFIGS
-    if _PACKAGED_CONFIGS.is_dir()
-    else Path(__file__).resolve().parent.parent / "configs"
-)
-# `${slug:env.name}` in run directory names: "popgym/repeat_previous" -> "popgym-repeat_previous".
-if not OmegaConf.has_resolver("slug"):
-    OmegaConf.register_new_resolver("slug", lambda value: str(value).replace("/", "-"))
 
 log = logging.getLogger("stoixlite")
 
@@ -119,7 +108,7 @@ def main(cfg: DictConfig) -> float:
         run_cfg = read_config(cfg)
         if resume:
             check_resumable(run_cfg, run_dir)
-        return run(run_cfg, run_dir, resume=bool(resume))
+        return run(run_cfg, run_dir, resume=bool(resume), sweep=sweep_name())
     except (
         ConfigError,
         CheckpointMismatchError,
@@ -168,9 +157,9 @@ def _output_dir_error(argv: list[str]) -> str | None:
 
 
 def cli(argv: list[str] | None = None) -> None:
-    """The command line: overrides checked first (one line, exit 2, :mod:`stoixlite.run.overrides`),
+    """The command line: overrides checked first (one line, exit 2, :mod:`stoixlite.cli.overrides`),
     then :func:`main` under Hydra."""
-    from stoixlite.run.overrides import override_error, resume_in_place
+    from stoixlite.cli.overrides import override_error, resume_in_place
 
     argv = sys.argv[1:] if argv is None else argv
     error = override_error(argv, CONFIG_DIR) or _output_dir_error(argv)

@@ -18,9 +18,9 @@ import pytest  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
+from stoixlite.cli.configs import CONFIG_DIR  # noqa: E402
 from stoixlite.config.parse import parse  # noqa: E402
 from stoixlite.config.schema import RunConfig  # noqa: E402
-from stoixlite.rec_ppo import CONFIG_DIR  # noqa: E402
 
 # A tiny but complete training configuration: fast to compile and run.
 TINY = [

@@ -279,7 +279,7 @@ def test_evaluate_bad_input_is_one_line_before_building(dirs, capsys, monkeypatc
 def test_stop_signal_prints_the_resume_command(dirs, capsys, monkeypatch):
     run_dir = dirs["scratch"] / "stopped"
 
-    def stopped(cfg, run_dir, resume=False):
+    def stopped(cfg, run_dir, resume=False, **kwargs):
         raise TrainingInterrupted(signal.SIGTERM, run_dir, 1)
 
     monkeypatch.setattr(loop, "train", stopped)

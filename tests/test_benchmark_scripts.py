@@ -197,8 +197,8 @@ def test_profile_update_counts_the_minibatch_gradient_flops():
     reported for the attention memories against the mlp measures their arithmetic)."""
     from hydra import compose, initialize_config_dir
 
+    from stoixlite.cli.configs import CONFIG_DIR
     from stoixlite.config.parse import parse
-    from stoixlite.rec_ppo import CONFIG_DIR
     from stoixlite.run.build import build_run
 
     profile = load_script("profile_update")
@@ -250,7 +250,7 @@ def test_compile_for_real_keeps_the_persistent_cache_out(off, tmp_path):
     written otherwise)."""
     cache = tmp_path / "cache"
     code = (
-        "from stoixlite.cli_args import compile_for_real\n"
+        "from stoixlite.cli.args import compile_for_real\n"
         + ("compile_for_real()\n" if off else "")
         + "import jax, jax.numpy as jnp\n"
         "jax.jit(lambda x: jnp.sin(x) * 2)(jnp.arange(4.0)).block_until_ready()\n"

@@ -87,16 +87,18 @@ def train(
     run_dir: str | Path,
     resume: bool = False,
     on_chunk_end: Callable[[int, dict[str, float]], None] | None = None,
+    sweep: str | None = None,
 ) -> float:
     """Train as configured, writing outputs to ``run_dir``; returns the final mean eval return.
 
     ``resume``: continue from the latest checkpoint in ``run_dir``. ``on_chunk_end(chunk,
     record)`` is called after each chunk is logged, before the checkpoint decision (a hook for
-    tests and tools). A multi-process run (``distributed.enabled``) must have joined its
-    processes before (:func:`stoixlite.run.distributed.initialize`, which the entry point calls
-    before it parses the config).
+    tests and tools). ``sweep``: the name of the multirun sweep the run belongs to (the W&B
+    group unless ``logger.wandb.group`` is set). A multi-process run (``distributed.enabled``)
+    must have joined its processes before (:func:`stoixlite.run.distributed.initialize`, which
+    the entry point calls before it parses the config).
     """
-    t = open_training(cfg, Path(run_dir), resume)
+    t = open_training(cfg, Path(run_dir), resume, sweep)
     num_chunks = t.run.plan.num_chunks
     done = resume_is_finished(t, resume)
     start = time.perf_counter()
@@ -130,7 +132,7 @@ def train(
     return final
 
 
-def open_training(cfg: RunConfig, run_dir: Path, resume: bool) -> Training:
+def open_training(cfg: RunConfig, run_dir: Path, resume: bool, sweep: str | None) -> Training:
     """Everything checked before a file is written (a resume's chunk size, the processes'
     agreement, the devices, a new run's directory), then the outputs opened and the learner
     state created, or restored from the latest checkpoint with ``resume``."""
@@ -149,7 +151,7 @@ def open_training(cfg: RunConfig, run_dir: Path, resume: bool) -> Training:
     if held:  # a new run would append to its records and mix its checkpoints with them
         raise RunDirInUseError(run_dir_in_use(run_dir, held))
     run_dir.mkdir(parents=True, exist_ok=True)
-    settings = recorder_settings(cfg, run.plan, run.steps_per_chunk * run.plan.num_chunks)
+    settings = recorder_settings(cfg, run.plan, run.steps_per_chunk * run.plan.num_chunks, sweep)
     primary = is_primary()
     t = Training(cfg, run, run_dir, Recorder(settings, run_dir, resume, primary), primary)
     if resume:

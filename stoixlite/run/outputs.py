@@ -18,10 +18,14 @@ from stoixlite.tracking.recorder import RecorderSettings
 from stoixlite.tracking.wandb_logger import WandbSettings
 
 
-def recorder_settings(cfg: RunConfig, plan: RunPlan, total_steps: int) -> RecorderSettings:
+def recorder_settings(
+    cfg: RunConfig, plan: RunPlan, total_steps: int, sweep: str | None = None
+) -> RecorderSettings:
     """The :class:`RecorderSettings` of run ``cfg`` with plan ``plan`` (``total_steps``: of the
-    progress bar)."""
+    progress bar; ``sweep``: the W&B group when ``logger.wandb.group`` is null)."""
     wandb = cfg.logger.wandb
+    if wandb is not None:
+        wandb = dataclasses.replace(wandb, group=wandb.group or sweep)
     return RecorderSettings(
         name=plan.name,
         seeds=tuple(cfg.arch.seeds),

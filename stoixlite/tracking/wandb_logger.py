@@ -12,8 +12,9 @@
   non-blocking: wandb hands records to its background service process.
 * What is logged: the resolved config (``run.config``), every metric of every record with env
   steps as the x-axis (``env_step``, also used as the W&B step), and summary values.
-* Grouping: multirun jobs of one Hydra sweep share a group (:func:`default_group`); the run id is
-  kept in ``<run dir>/wandb_run_id`` so a resumed run continues the same W&B run.
+* Grouping: the host gives every job of one Hydra sweep the same group (the sweep's name, unless
+  ``logger.wandb.group`` is set); the run id is kept in ``<run dir>/wandb_run_id`` so a resumed
+  run continues the same W&B run.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class WandbSettings:
 
     project: str = "stoixlite"
     entity: str | None = None
-    group: str | None = None  # None: the Hydra sweep directory in a multirun
+    group: str | None = None
     tags: tuple[str, ...] = ()
     name: str | None = None  # None: the run name
     mode: str = "auto"
@@ -76,24 +77,6 @@ def resolve_mode(mode: str = "auto") -> str:
     if mode == "auto":
         return "online" if has_credentials() else "offline"
     return mode
-
-
-def default_group() -> str | None:
-    """The W&B group of this job: the Hydra sweep directory in a multirun, else ``None``.
-
-    Every job of one ``-m`` sweep gets the same name (e.g. ``multirun-2025-01-01-12-00-00``).
-    """
-    try:
-        from hydra.core.hydra_config import HydraConfig
-        from hydra.types import RunMode
-
-        hydra_cfg = HydraConfig.get()
-    except (ImportError, ValueError):
-        return None
-    if hydra_cfg.mode != RunMode.MULTIRUN:
-        return None
-    parts = Path(str(hydra_cfg.sweep.dir)).parts[-3:]
-    return "-".join(p for p in parts if p not in ("", ".", "/"))
 
 
 def _finite(value: Any) -> Any:
@@ -262,7 +245,7 @@ def from_config(
         run_dir=run_dir,
         project=section.project,
         entity=section.entity,
-        group=section.group or default_group(),
+        group=section.group,
         tags=section.tags,
         name=section.name or default_name,
         mode=section.mode,
