@@ -48,9 +48,6 @@ import sys
 import time
 from pathlib import Path
 
-# Import this checkout's package (also in the worker subprocesses), not another installed copy.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from stoixlite.cli.args import (  # noqa: E402
     OneLineArgumentParser,
     checked_run_config,
@@ -162,8 +159,7 @@ def run_reference_row(spec: dict) -> tuple[int, float, list[float], float]:
 
     if error := reference_env_error(spec["network"], spec["env"]):
         raise SystemExit(error)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    module = importlib.import_module(spec["network"])
+    module = importlib.import_module(spec["network"])  # a script beside this one
     steps_per_update = spec["num_envs"] * spec["rollout_length"]
     updates = spec["updates"]
     config = {
@@ -403,8 +399,7 @@ def markdown(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if "--env-only" in argv:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from benchmark_envs import main as env_benchmark
+        from benchmark_envs import main as env_benchmark  # the script beside this one
 
         env_benchmark([a for a in argv if a != "--env-only"])
         return 0

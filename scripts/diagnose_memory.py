@@ -60,8 +60,6 @@ import numpy as np
 import optax
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
 from stoixlite.cli.args import OneLineArgumentParser, fail, output_file_error  # noqa: E402
 from stoixlite.cli.args import checked_run_config as _checked_run_config  # noqa: E402
 from stoixlite.config.plan import plan_run  # noqa: E402

@@ -19,9 +19,6 @@ import signal
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 from conftest import TINY, compose_config, run_config  # noqa: E402

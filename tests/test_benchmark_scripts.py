@@ -16,6 +16,8 @@ import numpy as np
 import pytest
 from conftest import SCRIPTS, load_script
 
+from stoixlite.networks.memory.standins import STANDINS
+
 SCRIPT = SCRIPTS / "benchmark.py"
 MEMORY_SCRIPT = SCRIPTS / "benchmark_memory.py"
 
@@ -54,8 +56,13 @@ def test_bad_input_is_a_one_line_error(script, args, message):
 
 def test_purejaxrl_ppo_rnn_network_and_updates():
     """ppo_rnn.py's shape (embedding, GRU and heads 128); two tiny updates train finitely."""
-    sys.path.insert(0, str(SCRIPTS))
-    from purejaxrl_ppo_rnn import DEFAULT_CONFIG, ActorCriticRNN, ScannedRNN, make_train
+    rnn = load_script("purejaxrl_ppo_rnn")
+    DEFAULT_CONFIG, ActorCriticRNN, make_train = (
+        rnn.DEFAULT_CONFIG,
+        rnn.ActorCriticRNN,
+        rnn.make_train,
+    )
+    ScannedRNN = rnn.ScannedRNN
 
     n, obs_dim = 4, 4  # CartPole
     config = {**DEFAULT_CONFIG, "NUM_ENVS": n, "NUM_STEPS": 8, "TOTAL_TIMESTEPS": 64}
@@ -109,8 +116,7 @@ def test_reference_rows_at_ppo_py_widths_use_the_feedforward_shape():
     different networks)."""
     from omegaconf import OmegaConf
 
-    sys.path.insert(0, str(SCRIPTS))
-    import benchmark
+    benchmark = load_script("benchmark")
 
     feedforward = OmegaConf.load(SCRIPTS.parent / "configs" / "network" / "feedforward.yaml")
     widths = dict(o.removeprefix("network.").split("=") for o in benchmark.PPO_PY_WIDTHS)
@@ -160,8 +166,10 @@ def test_benchmark_memory_parent_never_starts_a_backend(tmp_path):
     out = tmp_path / "bench.json"
     code = f"""
 import json, subprocess, sys
-sys.path.insert(0, {str(SCRIPTS)!r})
-import benchmark_memory as bench
+import importlib.util
+spec = importlib.util.spec_from_file_location("benchmark_memory", {str(MEMORY_SCRIPT)!r})
+bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench)
 from jax._src import xla_bridge
 
 def fake_run(cmd, **kwargs):  # a configuration's subprocess, as if it ran on a GPU
@@ -269,14 +277,13 @@ def test_compile_for_real_keeps_the_persistent_cache_out(off, tmp_path):
     assert (entries == []) == off, entries
 
 
-@pytest.mark.parametrize("network", sorted(load_script("recurrence_standins").STANDINS))
+@pytest.mark.parametrize("network", sorted(STANDINS))
 def test_free_recurrence_standin_keeps_shapes_and_is_restored(network):
     """``profile_update.py --free-recurrence``: inside the block the model's T > 1 call uses the
     stand-in (same output and carry shapes, the input still reaches the output), and outside it
     the real recurrence is back (a different output)."""
-    from stoixlite.networks.memory import build_memory
+    from stoixlite.networks.memory import build_memory, standins
 
-    standins = load_script("recurrence_standins")
     model = build_memory(network, hidden_size=8, scan="sequential")
     x = jax.random.normal(jax.random.key(0), (5, 2, 3))
     start = jnp.zeros((5, 2), bool).at[0, 0].set(True).at[2, 1].set(True)

@@ -10,15 +10,12 @@ parameters move. Also: the ``feedforward`` network is PureJaxRL ppo.py's network
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import compose_config, replay_inputs, run_config
+from conftest import compose_config, load_script, replay_inputs, run_config
 
 from stoixlite.config.parse import parse
 from stoixlite.config.plan import plan_run
@@ -141,8 +138,7 @@ def test_transition_update_replays_rollout(network):
 
 def test_feedforward_is_purejaxrl_network():
     """``network=feedforward`` computes PureJaxRL ppo.py's ActorCritic with the same weights."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-    from purejaxrl_ppo import ActorCritic as PureJaxRLActorCritic
+    PureJaxRLActorCritic = load_script("purejaxrl_ppo").ActorCritic
 
     exp = build_run(run_config(["network=feedforward", "env=gymnax/CartPole-v1"]))
     state = exp.init_state(jax.random.PRNGKey(0))
