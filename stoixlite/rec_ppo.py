@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -71,6 +72,26 @@ def _interrupted_line(run_dir: Path) -> str:
             f"`python -m stoixlite.rec_ppo resume={run_dir}`"
         )
     return f"interrupted before the first checkpoint: nothing to resume in {run_dir}"
+
+
+class Abandoned(SystemExit):
+    """Ctrl-C outside the training loop (building or compiling, or a second Ctrl-C): exit 130.
+
+    XLA's compiler can be interrupted midway (it checks for signals); the interpreter's teardown
+    then crashes in native destructors (a segmentation fault, exit 139, after the one line). The
+    command line therefore ends such a process with :func:`_exit_now`, skipping the teardown;
+    in-process callers (tests, the API) get this ``SystemExit`` as usual."""
+
+
+def _exit_now(code: int) -> None:
+    """Flush what was written and end the process without interpreter teardown."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # a closed or broken stream: nothing more to write anyway
+            pass
+    os._exit(code)
 
 
 def _job_failed(run_dir: Path, message: str, summary: str | None = None) -> float:
@@ -134,7 +155,7 @@ def main(cfg: DictConfig) -> float:
         raise
     except KeyboardInterrupt:
         print(_interrupted_line(run_dir), file=sys.stderr)
-        sys.exit(130)
+        raise Abandoned(130) from None
     except Exception as err:
         if not multirun:
             raise
@@ -171,4 +192,7 @@ def cli(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    cli()
+    try:
+        cli()
+    except Abandoned as stop:  # no interpreter teardown after an interrupted compile
+        _exit_now(int(stop.code))

@@ -283,3 +283,38 @@ def test_kill_9_between_chunks_then_resume_is_exact(tmp_path, uninterrupted):
         np.testing.assert_array_equal(resumed[name], full[name], err_msg=name)
     steps = [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl")]
     assert steps == [64, 128, 192]
+
+
+# --------------------------------------------------------------------------------------------
+# Ctrl-C while compiling, in a real process (issue 38)
+# --------------------------------------------------------------------------------------------
+
+# Ctrl-C arrives while the learn program compiles; the interpreter's teardown then crashes in
+# native code (XLA's, interrupted midway: exit 139 after the one line, 5 times out of 5 at 16-20 s
+# into a default run). The crash is simulated by an exit handler that sends SIGSEGV: the command
+# line must end such a process without the teardown.
+_CTRL_C_WHILE_COMPILING = """
+import atexit, os, runpy, signal, sys
+from stoixlite.run import build
+
+def compile_programs(self, state, key):
+    atexit.register(os.kill, os.getpid(), signal.SIGSEGV)  # the teardown crash
+    os.kill(os.getpid(), signal.SIGINT)
+    raise AssertionError("SIGINT did not interrupt")
+
+build.Run.compile_programs = compile_programs
+sys.argv = ["rec_ppo", *sys.argv[1:]]
+runpy.run_module("stoixlite.rec_ppo", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_ctrl_c_while_compiling_exits_130_without_a_crash(tmp_path):
+    root = Path(__file__).resolve().parents[1]
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-c", _CTRL_C_WHILE_COMPILING, *RUN, f"hydra.run.dir={run_dir}"]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 130, (proc.returncode, proc.stderr)
+    assert lines[-1] == f"interrupted before the first checkpoint: nothing to resume in {run_dir}"
+    assert "Traceback" not in proc.stderr and "Fatal Python error" not in proc.stderr
