@@ -19,8 +19,11 @@ from hydra import compose, initialize_config_dir  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from stoixlite.cli.configs import CONFIG_DIR  # noqa: E402
+from stoixlite.cli.process import setup_process  # noqa: E402
 from stoixlite.config.parse import parse  # noqa: E402
 from stoixlite.config.schema import RunConfig  # noqa: E402
+
+setup_process()  # the tests run what the entry points run, in a process set up like theirs
 
 # A tiny but complete training configuration: fast to compile and run.
 TINY = [
