@@ -107,10 +107,11 @@ def _job_failed(run_dir: Path, message: str, summary: str | None = None) -> floa
 @hydra.main(version_base=None, config_path=str(CONFIG_DIR), config_name="config")
 def main(cfg: DictConfig) -> float:
     from stoixlite.cli.process import setup_process
+    from stoixlite.cli.resume import resume_config
     from stoixlite.run.distributed import DistributedError
     from stoixlite.run.divergence import NonFiniteError
     from stoixlite.run.loop import train as run
-    from stoixlite.run.resume import check_resumable, resume_config
+    from stoixlite.run.resume import check_resumable
     from stoixlite.run.run_dir import RunDirInUseError
     from stoixlite.run.signals import TrainingInterrupted
     from stoixlite.tracking.checkpointing import CheckpointCorruptError, CheckpointMismatchError

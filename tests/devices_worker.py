@@ -23,14 +23,14 @@ import jax  # noqa: E402
 import numpy as np  # noqa: E402
 from conftest import TINY, compose_config, run_config  # noqa: E402
 
+from stoixlite.cli.resume import resume_config  # noqa: E402
 from stoixlite.config.parse import parse  # noqa: E402
 from stoixlite.rec_ppo import train as train_composed  # noqa: E402
 from stoixlite.run.build import build_run  # noqa: E402
 from stoixlite.run.loop import train  # noqa: E402
-from stoixlite.run.resume import resume_config  # noqa: E402
 from stoixlite.run.sharding import to_host  # noqa: E402
 from stoixlite.run.signals import TrainingInterrupted  # noqa: E402
-from stoixlite.tracking.checkpointing import pack_state  # noqa: E402
+from stoixlite.tracking.state_arrays import pack_state  # noqa: E402
 
 # 2 chunks of 1 update of 8 envs x 8 steps; each minibatch's 4 sequences split over 4 devices.
 LOOP = TINY + [

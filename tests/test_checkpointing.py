@@ -13,11 +13,8 @@ from conftest import TINY, run_config
 from stoixlite.ppo.types import LearnerState
 from stoixlite.run.build import build_run
 from stoixlite.run.resume import config_fingerprint
-from stoixlite.tracking.checkpointing import (
-    Checkpointer,
-    CheckpointMismatchError,
-    pack_state,
-)
+from stoixlite.tracking.checkpointing import Checkpointer, CheckpointMismatchError
+from stoixlite.tracking.state_arrays import pack_state
 
 
 @pytest.fixture(scope="module")

@@ -196,7 +196,7 @@ def test_resume_refuses_a_global_group_override(tmp_path):
     a key override still applies to the saved config."""
     from omegaconf import OmegaConf
 
-    from stoixlite.run.resume import resume_config
+    from stoixlite.cli.resume import resume_config
 
     (tmp_path / "config.yaml").write_text(OmegaConf.to_yaml(parse(compose_config([])).to_dict()))
     with pytest.raises(ConfigError, match=r"^\+protocol=popgym is invalid with resume"):

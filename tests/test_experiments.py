@@ -21,19 +21,16 @@ from conftest import TINY, compose_config, run_config
 from omegaconf import OmegaConf
 from wandb_reader import read_run
 
+from stoixlite.cli.resume import resume_config
 from stoixlite.config.parse import parse
 from stoixlite.config.strict import ConfigError
 from stoixlite.run.build import build_run
 from stoixlite.run.loop import train
-from stoixlite.run.resume import config_fingerprint, resume_config
+from stoixlite.run.resume import config_fingerprint
 from stoixlite.run.signals import TrainingInterrupted
-from stoixlite.tracking.checkpointing import (
-    Checkpointer,
-    CheckpointMismatchError,
-    checkpoint_dir,
-    pack_state,
-)
+from stoixlite.tracking.checkpointing import Checkpointer, CheckpointMismatchError, checkpoint_dir
 from stoixlite.tracking.jsonl import read_jsonl
+from stoixlite.tracking.state_arrays import pack_state
 
 ROOT = Path(__file__).resolve().parent.parent
 # 3 chunks of 1 update (4 envs x 16 steps) each; popgym/repeat_previous (episodes of 51 steps).

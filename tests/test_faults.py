@@ -32,6 +32,7 @@ import pytest
 from conftest import TINY, compose_config, run_config
 from omegaconf import OmegaConf
 
+from stoixlite.cli.resume import resume_config
 from stoixlite.config.parse import parse
 from stoixlite.ppo.finite import all_finite
 from stoixlite.run import loop
@@ -42,20 +43,15 @@ from stoixlite.run.divergence import (
     NonFiniteError,
     first_nonfinite,
 )
-from stoixlite.run.resume import (
-    check_resumable,
-    checkpoint_tree,
-    config_fingerprint,
-    resume_config,
-)
+from stoixlite.run.resume import check_resumable, checkpoint_tree, config_fingerprint
 from stoixlite.run.signals import TrainingInterrupted
 from stoixlite.tracking.checkpointing import (
     BROKEN_DIRNAME,
     CheckpointCorruptError,
     Checkpointer,
     checkpoint_dir,
-    pack_state,
 )
+from stoixlite.tracking.state_arrays import pack_state
 
 # 3 chunks of 1 update (4 envs x 16 steps) each.
 RUN = TINY + ["arch.total_timesteps=192", "arch.num_evaluations=3", "logger.plot=false"]

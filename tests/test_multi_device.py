@@ -26,8 +26,9 @@ from stoixlite.config.parse import parse
 from stoixlite.config.strict import ConfigError
 from stoixlite.run.build import build_run
 from stoixlite.run.resume import config_fingerprint
-from stoixlite.tracking.checkpointing import Checkpointer, checkpoint_dir, pack_state
+from stoixlite.tracking.checkpointing import Checkpointer, checkpoint_dir
 from stoixlite.tracking.jsonl import read_jsonl
+from stoixlite.tracking.state_arrays import pack_state
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = ROOT / "tests" / "devices_worker.py"

@@ -1,12 +1,15 @@
-"""Resuming and loading runs: the config of ``resume=<run dir>``, the host-loop state saved with
-every checkpoint, and :func:`restore`, the one way a checkpoint comes back (the trainer resuming
-and the evaluator loading a run both use it).
+"""Resuming and loading runs: the resume policy, in one place.
+
+The config fingerprint a checkpoint must agree on (:func:`config_fingerprint`), the config of
+``resume=<run dir>`` keeps, the chunk size a resume must keep (:func:`check_resumed_chunks`,
+:func:`check_restored_chunks`), the host-loop state saved with every checkpoint
+(:class:`HostState`) and :func:`restore`, the one way a checkpoint comes back (the trainer
+resuming and the evaluator loading a run both use it).
 
 Everything a resume or an evaluation needs from the run directory is checked before anything is
 compiled, each mistake one line: the directory, its ``config.yaml`` (:func:`load_run_config`) and
 an intact checkpoint written with the same config (:func:`find_checkpoint`,
-:func:`check_resumable`, against :func:`config_fingerprint`); the latest checkpoint falls back
-to the newest intact one.
+:func:`check_resumable`); the latest checkpoint falls back to the newest intact one.
 """
 
 from __future__ import annotations
@@ -128,34 +131,6 @@ def check_restored_chunks(run: Run, state: Any, host: HostState, run_dir: Path) 
             "start a new run instead"
         ]
     )
-
-
-def resume_config(composed: DictConfig, run_dir: Path, overrides: list[str]) -> DictConfig:
-    """The config of ``resume=<run_dir>``: the run's saved ``config.yaml`` with the values of
-    the other command-line ``overrides`` taken from the ``composed`` config (a group override
-    such as ``network=lstm`` replaces the whole group)."""
-    path = Path(run_dir) / CONFIG_FILE
-    if not Path(run_dir).is_dir():
-        raise FileNotFoundError(f"resume={run_dir}: no such directory")
-    if not path.exists():
-        raise FileNotFoundError(f"resume={run_dir}: no config.yaml there (not a run directory)")
-    cfg = load_run_config(path)
-    missing = object()
-    for override in overrides:
-        key = override.split("=", 1)[0].lstrip("+~")
-        if key == "resume" or key.startswith("hydra"):
-            continue
-        value = OmegaConf.select(composed, key, default=missing)
-        if value is missing:  # a group of global keys, e.g. +protocol=popgym: not one key
-            raise ConfigError(
-                [
-                    f"{override} is invalid with resume: it sets keys of several groups; "
-                    "a resumed run keeps its saved config (start a new run instead)"
-                ]
-            )
-        OmegaConf.update(cfg, key, value, merge=False, force_add=True)
-    cfg.resume = str(run_dir)
-    return cfg
 
 
 def check_resumed_chunks(saved: RunConfig, resumed: RunConfig) -> None:

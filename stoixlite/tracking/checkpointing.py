@@ -42,11 +42,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
 from stoixlite.tracking.files import BROKEN_DIRNAME, CHECKPOINT_DIRNAME
+from stoixlite.tracking.state_arrays import (
+    CheckpointMismatchError,
+    is_empty,
+    leaf_name,
+    pack_state,
+    restore_targets,
+    unpack_state,
+)
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +69,6 @@ class CheckpointSettings:
     every: int = 1  # chunks between checkpoints
     keep_last: int = 2
     keep_best: bool = True
-
-
-class CheckpointMismatchError(RuntimeError):
-    """A checkpoint cannot be restored into this run (different config or state structure)."""
 
 
 class CheckpointCorruptError(RuntimeError):
@@ -132,107 +135,6 @@ def fingerprint_diff(saved: dict[str, Any], current: dict[str, Any], limit: int 
     ]
     more = f", and {len(diffs) - limit} more" if len(diffs) > limit else ""
     return "; ".join(diffs[:limit]) + more
-
-
-# --------------------------------------------------------------------------------------------
-# Pytree <-> flat arrays (typed PRNG keys as raw key data)
-# --------------------------------------------------------------------------------------------
-
-
-def _is_typed_key(x: Any) -> bool:
-    return hasattr(x, "dtype") and jax.dtypes.issubdtype(x.dtype, jax.dtypes.prng_key)
-
-
-def _leaf_name(i: int) -> str:
-    return f"leaf_{i:05d}"
-
-
-def _leaf_meta(path: Any, leaf: Any) -> dict[str, Any]:
-    """Path, stored shape/dtype (raw key data for typed keys) and key implementation of a leaf."""
-    entry: dict[str, Any] = {"path": jax.tree_util.keystr(path)}
-    if _is_typed_key(leaf):
-        entry["key_impl"] = str(jax.random.key_impl(leaf))
-        leaf = jax.random.key_data(leaf)
-    entry["shape"] = list(np.shape(leaf))
-    entry["dtype"] = str(np.dtype(leaf.dtype) if hasattr(leaf, "dtype") else np.asarray(leaf).dtype)
-    return entry
-
-
-def _is_empty(shape: Any) -> bool:
-    """A leaf with no elements (e.g. the frame stack of ``framestack.frames=1``): orbax cannot
-    store one, and nothing needs storing; its metadata alone restores it."""
-    return math.prod(shape) == 0
-
-
-def pack_state(state: Any) -> tuple[dict[str, jax.Array], list[dict[str, Any]]]:
-    """Flatten a pytree into ``{leaf_i: array}`` (typed keys as their raw key data, every array
-    kept where it lives: a sharded global array stays sharded, so each process saves its own
-    shards; leaves with no elements left out) plus per-leaf metadata (path, shape, dtype, key
-    implementation for typed keys) of every leaf."""
-    leaves_with_path, _ = jax.tree_util.tree_flatten_with_path(state)
-    arrays: dict[str, jax.Array] = {}
-    meta: list[dict[str, Any]] = []
-    for i, (path, leaf) in enumerate(leaves_with_path):
-        meta.append(_leaf_meta(path, leaf))
-        if not _is_empty(meta[-1]["shape"]):
-            arrays[_leaf_name(i)] = jax.random.key_data(leaf) if _is_typed_key(leaf) else leaf
-    return arrays, meta
-
-
-def restore_targets(template: Any) -> dict[str, Any]:
-    """What each leaf of ``template`` is restored as: a ``ShapeDtypeStruct`` with the template
-    leaf's sharding (a checkpoint written on other devices is resharded onto these), or a host
-    array for host leaves (none for leaves with no elements, which are not stored)."""
-    out: dict[str, Any] = {}
-    for i, leaf in enumerate(jax.tree_util.tree_leaves(template)):
-        raw = jax.random.key_data(leaf) if _is_typed_key(leaf) else leaf
-        if _is_empty(np.shape(raw)):
-            continue
-        if isinstance(raw, jax.Array):
-            out[_leaf_name(i)] = jax.ShapeDtypeStruct(raw.shape, raw.dtype, sharding=raw.sharding)
-        else:
-            host = np.asarray(raw)
-            out[_leaf_name(i)] = np.zeros(host.shape, host.dtype)
-    return out
-
-
-def unpack_state(
-    template: Any, arrays: dict[str, Any], meta: list[dict[str, Any]], check_only: bool = False
-) -> Any:
-    """Inverse of :func:`pack_state` into ``template``'s tree structure (types preserved);
-    ``check_only``: only compare ``meta`` with the template (returns ``None``).
-
-    Raises :class:`CheckpointMismatchError` when the number, shapes or dtypes of the leaves (or
-    the typed-key implementations) differ from the template's.
-    """
-    leaves_with_path, treedef = jax.tree_util.tree_flatten_with_path(template)
-    leaves = [leaf for _, leaf in leaves_with_path]
-    template_meta = [_leaf_meta(path, leaf) for path, leaf in leaves_with_path]
-    if len(leaves) != len(meta):
-        raise CheckpointMismatchError(
-            f"checkpoint has {len(meta)} state leaves but this run's learner state has "
-            f"{len(leaves)}: it was written by a different network/env/code version"
-        )
-    out = []
-    for i, (saved, expected) in enumerate(zip(meta, template_meta, strict=True)):
-        for field in ("shape", "dtype", "key_impl"):
-            if saved.get(field) != expected.get(field):
-                raise CheckpointMismatchError(
-                    f"checkpoint leaf {saved['path']} has {field} {saved.get(field)} but this "
-                    f"run expects {expected.get(field)} at {expected['path']}"
-                )
-        if check_only:
-            continue
-        if _is_empty(saved["shape"]):  # not stored: the template's (empty) leaf as it is
-            out.append(leaves[i])
-            continue
-        value = arrays[_leaf_name(i)]
-        if "key_impl" in saved:
-            value = jax.random.wrap_key_data(value, impl=saved["key_impl"])
-        elif not isinstance(value, jax.Array):
-            value = jax.numpy.asarray(value)
-        out.append(value)
-    return None if check_only else jax.tree_util.tree_unflatten(treedef, out)
 
 
 # --------------------------------------------------------------------------------------------
@@ -436,9 +338,9 @@ class Checkpointer:
             unpack_state(template, targets, meta, check_only=True)
         else:
             targets = {
-                _leaf_name(i): np.zeros(m["shape"], dtype=np.dtype(m["dtype"]))
+                leaf_name(i): np.zeros(m["shape"], dtype=np.dtype(m["dtype"]))
                 for i, m in enumerate(meta)
-                if not _is_empty(m["shape"])
+                if not is_empty(m["shape"])
             }
         restored = self._manager.restore(
             step, args=ocp.args.Composite(state=ocp.args.StandardRestore(targets))
