@@ -33,10 +33,12 @@ intact, :class:`CheckpointCorruptError` says so in one line.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import logging
 import math
+import shutil
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
@@ -69,6 +71,27 @@ class CheckpointMismatchError(RuntimeError):
 
 class CheckpointCorruptError(RuntimeError):
     """No checkpoint of the run reads back intact; the message is one line."""
+
+
+class CheckpointWriteError(OSError):
+    """A checkpoint could not be written (a full disk, an unwritable directory): its partial
+    files are removed, the checkpoints written before stay; the message is one line."""
+
+    def __init__(self, code: int, message: str):
+        super().__init__(code, message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def _disk_full(err: BaseException) -> bool:
+    """Whether ``err`` says the disk is full: an ``OSError`` with ``ENOSPC``, or TensorStore's
+    ``ValueError('RESOURCE_EXHAUSTED: ... No space left on device [os_error_code=28]')``."""
+    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    text = str(err)
+    return "RESOURCE_EXHAUSTED" in text or "No space left on device" in text
 
 
 def _silence_aborted_reads() -> None:
@@ -382,16 +405,46 @@ class Checkpointer:
             if eval_return is None or math.isfinite(eval_return)
             else None,
         }
-        saved = self._manager.save(
-            step,
-            args=ocp.args.Composite(
-                state=ocp.args.StandardSave(arrays), host=ocp.args.JsonSave(host_item)
-            ),
-            metrics=_metric_or_none(eval_return),
-            force=True,
-        )
-        self._manager.wait_until_finished()
+        kept = self.latest_step()
+        _silence_aborted_reads()  # a failed write closes orbax's event loop under its workers
+        try:
+            with _quiet_absl():  # orbax's threads log a failed write as raw ERROR lines
+                saved = self._manager.save(
+                    step,
+                    args=ocp.args.Composite(
+                        state=ocp.args.StandardSave(arrays), host=ocp.args.JsonSave(host_item)
+                    ),
+                    metrics=_metric_or_none(eval_return),
+                    force=True,
+                )
+                self._manager.wait_until_finished()
+        except Exception as err:
+            if not (_disk_full(err) or isinstance(err, OSError)):
+                raise
+            raise self._write_error(step, kept, err) from None
         return bool(saved)
+
+    def _write_error(self, step: int, kept: int | None, err: BaseException) -> OSError:
+        """The one-line error of a checkpoint that could not be written, after removing its
+        partial (temporary) directory; the checkpoints written before are left as they are."""
+        for partial in self.directory.glob(f"{step}.orbax-checkpoint-tmp*"):
+            shutil.rmtree(partial, ignore_errors=True)
+        full = _disk_full(err)
+        why = "the disk is full (no space left on device)" if full else _one_line(err)
+        run_dir = self.directory.parent
+        if kept is not None:
+            kept_text = (
+                f"checkpoint {kept} is kept and intact: free some space, then "
+                f"`python -m stoixlite.rec_ppo resume={run_dir}` continues from it"
+            )
+        else:
+            kept_text = "no earlier checkpoint was saved"
+        code = errno.ENOSPC if full else getattr(err, "errno", None) or errno.EIO
+        return CheckpointWriteError(
+            code,
+            f"cannot save checkpoint {step} in {self.directory}: {why}; its partial files were "
+            f"removed; {kept_text}",
+        )
 
     def read_host(self, step: int | None = None) -> dict[str, Any]:
         """The JSON item of checkpoint ``step`` (latest by default)."""
