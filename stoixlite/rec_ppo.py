@@ -149,7 +149,10 @@ def main(cfg: DictConfig) -> float:
     except OSError as err:  # a full disk, an unwritable output directory
         if multirun:
             return _job_failed(run_dir, f"{type(err).__name__}: {err}\n")
-        print(f"error: cannot write the run's outputs: {err}", file=sys.stderr)
+        from stoixlite.tracking.checkpointing import CheckpointWriteError
+
+        what = "" if isinstance(err, CheckpointWriteError) else "cannot write the run's outputs: "
+        print(f"error: {what}{err}", file=sys.stderr)
         sys.exit(1)
     except TrainingInterrupted as stop:
         print(str(stop), file=sys.stderr)

@@ -367,3 +367,38 @@ def test_the_training_loop_refuses_a_directory_that_holds_a_run(dirs):
     with pytest.raises(loop.RunDirInUseError, match="already holds a run"):
         loop.train(run_config(RUN), dirs["run"])
     assert _digest(dirs["run"]) == before
+
+
+def test_a_full_disk_while_checkpointing_is_one_line(dirs, capsys, monkeypatch, tmp_path):
+    """TensorStore reports a full disk as ``ValueError('RESOURCE_EXHAUSTED: ...')``, not as an
+    ``OSError`` (issue 38): the checkpoint writer fails that way from the second checkpoint on.
+    One line naming the directory, the full disk and the checkpoint kept; the partial
+    checkpoint's temporary directory is removed; resume continues from the kept one."""
+    from orbax.checkpoint._src.serialization import serialization
+
+    from stoixlite.run.resume import config_fingerprint
+    from stoixlite.tracking.checkpointing import Checkpointer
+
+    real = serialization.async_serialize_from_host
+
+    async def full(*args, **kwargs):
+        if (checkpoint_dir(run_dir) / "1").is_dir():  # the first checkpoint is written
+            raise ValueError(
+                'RESOURCE_EXHAUSTED: Error writing "leaf_00018/0" in OCDBT database: Failed to '
+                "write 1308827 bytes to file 19: No space left on device [os_error_code='28']"
+            )
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(serialization, "async_serialize_from_host", full)
+    run_dir = tmp_path / "run"
+    code, out, err = run_cli([*RUN, f"hydra.run.dir={run_dir}"], capsys, monkeypatch)
+    lines = [line for line in err.splitlines() if line.strip()]
+    ckpts = checkpoint_dir(run_dir)
+    assert code == FAILED and lines == [
+        f"error: cannot save checkpoint 2 in {ckpts}: the disk is full (no space left on "
+        f"device); its partial files were removed; checkpoint 1 is kept and intact: free some "
+        f"space, then `python -m stoixlite.rec_ppo resume={run_dir}` continues from it"
+    ], err
+    assert sorted(p.name for p in ckpts.iterdir()) == ["1"]  # no temporary directory left
+    with Checkpointer(ckpts, config_fingerprint(run_config(RUN)), read_only=True) as ckpt:
+        assert ckpt.newest_intact()[0] == 1

@@ -34,9 +34,11 @@ intact, :class:`CheckpointCorruptError` says so in one line.
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import math
+import shutil
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,9 +47,16 @@ from typing import Any
 import numpy as np
 import orbax.checkpoint as ocp
 
+from stoixlite.tracking.checkpoint_errors import (
+    CheckpointCorruptError,
+    CheckpointMismatchError,
+    CheckpointWriteError,
+    disk_full,
+    fingerprint_diff,
+    one_line,
+)
 from stoixlite.tracking.files import BROKEN_DIRNAME, CHECKPOINT_DIRNAME
 from stoixlite.tracking.state_arrays import (
-    CheckpointMismatchError,
     is_empty,
     leaf_name,
     pack_state,
@@ -71,10 +80,6 @@ class CheckpointSettings:
     keep_best: bool = True
 
 
-class CheckpointCorruptError(RuntimeError):
-    """No checkpoint of the run reads back intact; the message is one line."""
-
-
 def _unreadable_metrics(directory: Path) -> dict[int, str]:
     """``{step: reason}`` of the step directories whose orbax metrics file is not valid JSON."""
     broken: dict[int, str] = {}
@@ -87,7 +92,7 @@ def _unreadable_metrics(directory: Path) -> dict[int, str]:
         try:
             json.loads(path.read_bytes())
         except (ValueError, UnicodeDecodeError) as err:
-            broken[int(step_dir.name)] = f"metrics: {_one_line(err)}"
+            broken[int(step_dir.name)] = f"metrics: {one_line(err)}"
     return broken
 
 
@@ -102,39 +107,6 @@ def quiet_orbax() -> Iterator[None]:
         yield
     finally:
         logger.setLevel(level)
-
-
-def _one_line(err: BaseException, limit: int = 160) -> str:
-    text = " ".join(str(err).split())
-    text = text if len(text) <= limit else text[: limit - 3] + "..."
-    return f"{type(err).__name__}: {text}" if text else type(err).__name__
-
-
-# --------------------------------------------------------------------------------------------
-# Fingerprints (what a checkpoint must agree on with the run restoring it; made by the host)
-# --------------------------------------------------------------------------------------------
-
-
-def _flatten_dict(tree: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(tree, dict):
-        out: dict[str, Any] = {}
-        for key, value in tree.items():
-            out.update(_flatten_dict(value, f"{prefix}.{key}" if prefix else str(key)))
-        return out
-    return {prefix: tree}
-
-
-def fingerprint_diff(saved: dict[str, Any], current: dict[str, Any], limit: int = 4) -> str:
-    """``"network.hidden_size: 16 (checkpoint) != 32 (this run), ..."`` for differing keys."""
-    a = _flatten_dict({k: v for k, v in saved.items() if k != "hash"})
-    b = _flatten_dict({k: v for k, v in current.items() if k != "hash"})
-    diffs = [
-        f"{k}: {a.get(k, '<unset>')!r} (checkpoint) != {b.get(k, '<unset>')!r} (this run)"
-        for k in sorted(set(a) | set(b))
-        if a.get(k, "<unset>") != b.get(k, "<unset>")
-    ]
-    more = f", and {len(diffs) - limit} more" if len(diffs) > limit else ""
-    return "; ".join(diffs[:limit]) + more
 
 
 # --------------------------------------------------------------------------------------------
@@ -242,16 +214,45 @@ class Checkpointer:
             if eval_return is None or math.isfinite(eval_return)
             else None,
         }
-        saved = self._manager.save(
-            step,
-            args=ocp.args.Composite(
-                state=ocp.args.StandardSave(arrays), host=ocp.args.JsonSave(host_item)
-            ),
-            metrics=_metric_or_none(eval_return),
-            force=True,
-        )
-        self._manager.wait_until_finished()
+        kept = self.latest_step()
+        try:
+            with quiet_orbax():  # orbax's threads log a failed write as raw ERROR lines
+                saved = self._manager.save(
+                    step,
+                    args=ocp.args.Composite(
+                        state=ocp.args.StandardSave(arrays), host=ocp.args.JsonSave(host_item)
+                    ),
+                    metrics=_metric_or_none(eval_return),
+                    force=True,
+                )
+                self._manager.wait_until_finished()
+        except Exception as err:
+            if not (disk_full(err) or isinstance(err, OSError)):
+                raise
+            raise self._write_error(step, kept, err) from None
         return bool(saved)
+
+    def _write_error(self, step: int, kept: int | None, err: BaseException) -> OSError:
+        """The one-line error of a checkpoint that could not be written, after removing its
+        partial (temporary) directory; the checkpoints written before are left as they are."""
+        for partial in self.directory.glob(f"{step}.orbax-checkpoint-tmp*"):
+            shutil.rmtree(partial, ignore_errors=True)
+        full = disk_full(err)
+        why = "the disk is full (no space left on device)" if full else one_line(err)
+        run_dir = self.directory.parent
+        if kept is not None:
+            kept_text = (
+                f"checkpoint {kept} is kept and intact: free some space, then "
+                f"`python -m stoixlite.rec_ppo resume={run_dir}` continues from it"
+            )
+        else:
+            kept_text = "no earlier checkpoint was saved"
+        code = errno.ENOSPC if full else getattr(err, "errno", None) or errno.EIO
+        return CheckpointWriteError(
+            code,
+            f"cannot save checkpoint {step} in {self.directory}: {why}; its partial files were "
+            f"removed; {kept_text}",
+        )
 
     def read_host(self, step: int | None = None) -> dict[str, Any]:
         """The JSON item of checkpoint ``step`` (latest by default)."""
@@ -302,7 +303,7 @@ class Checkpointer:
             except CheckpointMismatchError:
                 raise
             except Exception as err:  # any read error: truncated, zeroed or missing files
-                broken[step] = _one_line(err)
+                broken[step] = one_line(err)
                 continue
             moved = {} if self._read_only else self._quarantine(list(broken))
             for bad, why in broken.items() if warn else ():

@@ -15,9 +15,7 @@ from typing import Any
 import jax
 import numpy as np
 
-
-class CheckpointMismatchError(RuntimeError):
-    """A checkpoint cannot be restored into this run (different config or state structure)."""
+from stoixlite.tracking.checkpoint_errors import CheckpointMismatchError
 
 
 def _is_typed_key(x: Any) -> bool:
