@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -57,9 +58,11 @@ SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
 
 def load_script(name: str) -> ModuleType:
-    """``scripts/<name>.py`` imported as a module (the scripts are not a package)."""
+    """``scripts/<name>.py`` imported as module ``name`` (the scripts are not a package), the way
+    ``import`` would (registered in ``sys.modules`` first, which dataclasses look up)."""
     spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 
