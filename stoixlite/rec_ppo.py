@@ -70,7 +70,10 @@ def _interrupted_line(run_dir: Path) -> str:
             f"interrupted before the next checkpoint; resume with "
             f"`python -m stoixlite.rec_ppo resume={run_dir}`"
         )
-    return f"interrupted before the first checkpoint: nothing to resume in {run_dir}"
+    return (
+        f"interrupted before the first checkpoint: nothing was saved in {run_dir}; the same "
+        "command (or resume=) starts it afresh"
+    )
 
 
 class Abandoned(SystemExit):
@@ -108,6 +111,7 @@ def main(cfg: DictConfig) -> float:
     from stoixlite.run.distributed import DistributedError, initialize
     from stoixlite.run.divergence import NonFiniteError
     from stoixlite.run.loop import RunDirInUseError
+    from stoixlite.run.overrides import stopped_before_first_checkpoint
     from stoixlite.run.resume import resume_config
     from stoixlite.run.signals import TrainingInterrupted
     from stoixlite.tracking.checkpointing import (
@@ -130,6 +134,9 @@ def main(cfg: DictConfig) -> float:
             cfg = resume_config(cfg, run_dir, list(hydra_cfg.overrides.task))
         initialize(parse_distributed(cfg))  # before parse: the registries start JAX
         run_cfg = parse(cfg)
+        # A run that stopped before its first checkpoint has nothing to resume: started afresh.
+        if resume and stopped_before_first_checkpoint(run_dir):
+            resume = None
         if resume:
             check_resumable(run_cfg, run_dir)
         return train(run_cfg, run_dir, resume=bool(resume))

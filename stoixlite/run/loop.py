@@ -42,7 +42,12 @@ from stoixlite.run.divergence import (
     halved_lr,
     nonfinite_message,
 )
-from stoixlite.run.overrides import held_outputs, run_dir_in_use
+from stoixlite.run.overrides import (
+    afresh_line,
+    held_outputs,
+    run_dir_in_use,
+    stopped_before_first_checkpoint,
+)
 from stoixlite.run.resume import (
     CONFIG_FILE,
     HostState,
@@ -55,7 +60,7 @@ from stoixlite.run.resume import (
 from stoixlite.run.sharding import to_host
 from stoixlite.run.signals import StopRequest, TrainingInterrupted
 from stoixlite.tracking.metrics import summarize
-from stoixlite.tracking.recorder import Recorder
+from stoixlite.tracking.recorder import METRICS_FILE, PER_SEED_FILE, Recorder
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +87,9 @@ def train(
     # Looked at before the processes meet, so that no process sees what another one has written
     # since (process 0 creates the checkpoint directory right after); they must agree on it.
     held = [] if resume else held_outputs(run_dir)
+    # A run that stopped before its first checkpoint saved nothing: started afresh in place.
+    afresh = bool(held) and stopped_before_first_checkpoint(run_dir)
+    held = [] if afresh else held
     check_agreement(
         cfg.distributed.num_processes,
         config=saved_config,
@@ -93,6 +101,10 @@ def train(
     if held:  # a new run would append to its records and mix its checkpoints with them
         raise RunDirInUseError(run_dir_in_use(run_dir, held))
     run_dir.mkdir(parents=True, exist_ok=True)
+    if afresh and primary:
+        print(afresh_line(run_dir))
+        for name in (METRICS_FILE, PER_SEED_FILE):  # records of chunks never saved
+            (run_dir / name).unlink(missing_ok=True)
     num_chunks, seeds = cfg.num_chunks, cfg.arch.num_seeds
     recorder = Recorder(cfg, run_dir, resume, run.steps_per_chunk * num_chunks, primary)
     host = HostState()

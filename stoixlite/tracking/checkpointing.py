@@ -603,6 +603,12 @@ def check_resumable(cfg: RunConfig | DictConfig, run_dir: str | Path) -> int:
     network/env config), each with a one-line message.
     """
     directory = checkpoint_dir(run_dir)
+    if not directory.exists():
+        raise FileNotFoundError(
+            f"no checkpoint in {run_dir}: its {CHECKPOINT_DIRNAME}/ directory is missing (deleted, "
+            "or the run had checkpoint.enabled=false), so there is nothing to resume or load; "
+            "start a new run in another directory"
+        )
     if not directory.is_dir() or not any(p.name.isdigit() for p in directory.iterdir()):
         raise FileNotFoundError(
             f"no checkpoint in {directory}: the run stopped before saving its first one"
