@@ -71,7 +71,10 @@ def _interrupted_line(run_dir: Path) -> str:
             f"interrupted before the next checkpoint; resume with "
             f"`python -m stoixlite.rec_ppo resume={run_dir}`"
         )
-    return f"interrupted before the first checkpoint: nothing to resume in {run_dir}"
+    return (
+        f"interrupted before the first checkpoint: nothing was saved in {run_dir}; the same "
+        "command (or resume=) starts it afresh"
+    )
 
 
 class Abandoned(SystemExit):
@@ -112,7 +115,7 @@ def main(cfg: DictConfig) -> float:
     from stoixlite.run.divergence import NonFiniteError
     from stoixlite.run.loop import train as run
     from stoixlite.run.resume import check_resumable
-    from stoixlite.run.run_dir import RunDirInUseError
+    from stoixlite.run.run_dir import RunDirInUseError, stopped_before_first_checkpoint
     from stoixlite.run.signals import TrainingInterrupted
     from stoixlite.tracking.checkpointing import CheckpointCorruptError, CheckpointMismatchError
 
@@ -128,6 +131,9 @@ def main(cfg: DictConfig) -> float:
             run_dir = Path(str(resume)).expanduser().resolve()
             cfg = resume_config(cfg, run_dir, list(hydra_cfg.overrides.task))
         run_cfg = read_config(cfg)
+        # A run that stopped before its first checkpoint has nothing to resume: started afresh.
+        if resume and stopped_before_first_checkpoint(run_dir):
+            resume = None
         if resume:
             check_resumable(run_cfg, run_dir)
         return run(run_cfg, run_dir, resume=bool(resume), sweep=sweep_name())

@@ -24,6 +24,7 @@ from conftest import TINY, run_config
 from stoixlite.run import loop, resume
 from stoixlite.run.signals import TrainingInterrupted
 from stoixlite.tracking.checkpointing import checkpoint_dir
+from stoixlite.tracking.jsonl import read_jsonl
 
 RUN = TINY + ["arch.total_timesteps=128", "arch.num_evaluations=2", "logger.plot=false"]
 
@@ -129,7 +130,7 @@ BAD_INPUTS: list[tuple[list[str], str, int]] = [
     (["resume="], "resume='' is invalid: give a run directory", CONFIG),
     (["resume={missing}"], "no such directory", CONFIG),
     (["resume={empty}"], "no config.yaml there", CONFIG),
-    (["resume={nockpt}"], "no checkpoint in", CONFIG),
+    (["resume={nockpt}"], "its checkpoints/ directory is missing (deleted", CONFIG),
     (["resume={garbage}"], "config.yaml is", CONFIG),
     (["resume={zeroed}"], "no intact checkpoint in", FAILED),
     (["resume={run}", "network.hidden_size=16"], "different network/env config", CONFIG),
@@ -225,7 +226,10 @@ def test_ctrl_c_while_compiling_a_new_run_is_one_line(dirs, capsys, monkeypatch)
     run_dir = dirs["scratch"] / "new"
     code, out, err = run_cli([*RUN, f"hydra.run.dir={run_dir}"], capsys, monkeypatch)
     assert code == INTERRUPTED
-    assert err.strip() == f"interrupted before the first checkpoint: nothing to resume in {run_dir}"
+    assert err.strip() == (
+        f"interrupted before the first checkpoint: nothing was saved in {run_dir}; the same "
+        "command (or resume=) starts it afresh"
+    )
 
 
 def test_ctrl_c_while_compiling_a_resume_prints_the_resume_command(dirs, capsys, monkeypatch):
@@ -402,3 +406,61 @@ def test_a_full_disk_while_checkpointing_is_one_line(dirs, capsys, monkeypatch, 
     assert sorted(p.name for p in ckpts.iterdir()) == ["1"]  # no temporary directory left
     with Checkpointer(ckpts, config_fingerprint(run_config(RUN)), read_only=True) as ckpt:
         assert ckpt.newest_intact()[0] == 1
+
+
+def _stopped_while_compiling(run_dir: Path, capsys, monkeypatch) -> None:
+    """A new run in ``run_dir`` stopped by Ctrl-C while its learn program compiles (after its
+    ``config.yaml`` and empty ``checkpoints/`` were written)."""
+    from stoixlite.run.build import Run
+
+    def compile_programs(self, state, key):
+        signal.default_int_handler(signal.SIGINT, None)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Run, "compile_programs", compile_programs)
+        code, out, err = run_cli([*RUN, f"hydra.run.dir={run_dir}"], capsys, monkeypatch)
+    assert code == INTERRUPTED and "nothing was saved" in err, err
+    assert (run_dir / "config.yaml").exists() and checkpoint_dir(run_dir).is_dir()
+
+
+def test_the_same_command_after_a_stop_before_the_first_checkpoint_starts_afresh(
+    tmp_path, capsys, monkeypatch
+):
+    """Issue 38: running the same command into the same directory was refused ("already holds
+    a run"), and so was resume= ("no checkpoint"): a dead end."""
+    run_dir = tmp_path / "run"
+    _stopped_while_compiling(run_dir, capsys, monkeypatch)
+    code, out, err = run_cli([*RUN, f"hydra.run.dir={run_dir}"], capsys, monkeypatch)
+    assert code == 0, err
+    assert out.splitlines()[0] == (
+        f"{run_dir} holds a run that stopped before its first checkpoint (nothing was saved): "
+        "starting it afresh"
+    )
+    assert [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl")] == [64, 128]
+
+
+def test_resume_after_a_stop_before_the_first_checkpoint_starts_afresh(
+    tmp_path, capsys, monkeypatch
+):
+    """The same with resume=, after non-finite values in the first chunk (its record not
+    saved, no checkpoint written)."""
+    run_dir = tmp_path / "run"
+    with monkeypatch.context() as patch:
+        patch.setattr(loop, "first_nonfinite", lambda metrics, finite: ("loss/total", 0))
+        code, out, err = run_cli([*RUN, f"hydra.run.dir={run_dir}"], capsys, monkeypatch)
+    assert code == FAILED and "non-finite loss/total in chunk 1" in err, err
+    code, out, err = run_cli([f"resume={run_dir}"], capsys, monkeypatch)
+    assert code == 0, err
+    assert f"{run_dir} holds a run that stopped before its first checkpoint" in out.splitlines()[0]
+    assert [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl")] == [64, 128]
+    assert sorted(int(p.name) for p in checkpoint_dir(run_dir).iterdir()) == [1, 2]
+
+
+def test_resume_of_a_run_whose_checkpoints_were_deleted_says_so(dirs, capsys, monkeypatch):
+    """A deleted ``checkpoints/`` was reported as "stopped before saving its first one"."""
+    code, out, err = run_cli([f"resume={dirs['nockpt']}"], capsys, monkeypatch)
+    assert code == CONFIG and err.strip() == (
+        f"error: no checkpoint in {dirs['nockpt']}: its checkpoints/ directory is missing "
+        "(deleted, or the run had checkpoint.enabled=false), so there is nothing to resume or "
+        "load; start a new run in another directory"
+    ), err

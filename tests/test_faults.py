@@ -312,5 +312,8 @@ def test_ctrl_c_while_compiling_exits_130_without_a_crash(tmp_path):
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 130, (proc.returncode, proc.stderr)
-    assert lines[-1] == f"interrupted before the first checkpoint: nothing to resume in {run_dir}"
+    assert lines[-1] == (
+        f"interrupted before the first checkpoint: nothing was saved in {run_dir}; the same "
+        "command (or resume=) starts it afresh"
+    )
     assert "Traceback" not in proc.stderr and "Fatal Python error" not in proc.stderr

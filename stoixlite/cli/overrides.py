@@ -23,7 +23,7 @@ from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
 from stoixlite.config.strict import unknown_key_hint
-from stoixlite.run.run_dir import held_outputs, run_dir_in_use
+from stoixlite.run.run_dir import held_outputs, run_dir_in_use, stopped_before_first_checkpoint
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
 _SWEEP_SYNTAX = ("(", "[", "${")
@@ -136,7 +136,9 @@ def run_dir_error(argv: list[str]) -> str | None:
         return None
     run_dir = Path(values["hydra.run.dir"]).expanduser()
     held = held_outputs(run_dir)
-    return run_dir_in_use(run_dir, held) if held else None
+    if not held or stopped_before_first_checkpoint(run_dir):  # the run starts it afresh
+        return None
+    return run_dir_in_use(run_dir, held)
 
 
 def resume_in_place(argv: list[str]) -> list[str]:

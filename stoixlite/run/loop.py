@@ -54,9 +54,16 @@ from stoixlite.run.resume import (
     load_saved_config,
     restore,
 )
-from stoixlite.run.run_dir import RunDirInUseError, held_outputs, run_dir_in_use
+from stoixlite.run.run_dir import (
+    RunDirInUseError,
+    afresh_line,
+    held_outputs,
+    run_dir_in_use,
+    stopped_before_first_checkpoint,
+)
 from stoixlite.run.sharding import to_host
 from stoixlite.run.signals import StopRequest, TrainingInterrupted
+from stoixlite.tracking.files import METRICS_FILE, PER_SEED_FILE
 from stoixlite.tracking.metrics import summarize
 from stoixlite.tracking.recorder import Recorder
 
@@ -141,6 +148,9 @@ def open_training(cfg: RunConfig, run_dir: Path, resume: bool, sweep: str | None
     # Looked at before the processes meet, so that no process sees what another one has written
     # since (process 0 creates the checkpoint directory right after); they must agree on it.
     held = [] if resume else held_outputs(run_dir)
+    # A run that stopped before its first checkpoint saved nothing: started afresh in place.
+    afresh = bool(held) and stopped_before_first_checkpoint(run_dir)
+    held = [] if afresh else held
     check_agreement(
         cfg.distributed.num_processes,
         config=_saved_config(cfg),
@@ -151,8 +161,12 @@ def open_training(cfg: RunConfig, run_dir: Path, resume: bool, sweep: str | None
     if held:  # a new run would append to its records and mix its checkpoints with them
         raise RunDirInUseError(run_dir_in_use(run_dir, held))
     run_dir.mkdir(parents=True, exist_ok=True)
-    settings = recorder_settings(cfg, run.plan, run.steps_per_chunk * run.plan.num_chunks, sweep)
     primary = is_primary()
+    if afresh and primary:
+        print(afresh_line(run_dir))
+        for name in (METRICS_FILE, PER_SEED_FILE):  # records of chunks never saved
+            (run_dir / name).unlink(missing_ok=True)
+    settings = recorder_settings(cfg, run.plan, run.steps_per_chunk * run.plan.num_chunks, sweep)
     t = Training(cfg, run, run_dir, Recorder(settings, run_dir, resume, primary), primary)
     if resume:
         assert t.recorder.checkpointer is not None

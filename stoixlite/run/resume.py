@@ -32,7 +32,7 @@ from stoixlite.config.strict import ConfigError
 from stoixlite.run.build import Run, build_run
 from stoixlite.run.sharding import to_host
 from stoixlite.tracking.checkpointing import Checkpointer, checkpoint_dir, quiet_orbax
-from stoixlite.tracking.files import CONFIG_FILE
+from stoixlite.tracking.files import CHECKPOINT_DIRNAME, CONFIG_FILE
 
 # arch keys that change the shapes of the learner state (besides the network and env configs).
 _SHAPE_ARCH_KEYS = ("num_envs", "num_seeds")
@@ -80,6 +80,12 @@ def check_resumable(cfg: RunConfig, run_dir: str | Path) -> int:
     config), each with a one-line message.
     """
     directory = checkpoint_dir(run_dir)
+    if not directory.exists():
+        raise FileNotFoundError(
+            f"no checkpoint in {run_dir}: its {CHECKPOINT_DIRNAME}/ directory is missing (deleted, "
+            "or the run had checkpoint.enabled=false), so there is nothing to resume or load; "
+            "start a new run in another directory"
+        )
     if not directory.is_dir() or not any(p.name.isdigit() for p in directory.iterdir()):
         raise FileNotFoundError(
             f"no checkpoint in {directory}: the run stopped before saving its first one"

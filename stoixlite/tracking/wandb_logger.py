@@ -113,6 +113,10 @@ class WandbLogger:
         requested = self.mode
         if self.mode == "disabled":
             return
+        # Online without an API key cannot log in (and would not say why): offline at once.
+        no_key = self.mode == "online" and not has_credentials()
+        if no_key:
+            self.mode = "offline"
         try:
             import wandb
         except ImportError as err:  # pragma: no cover - wandb is a dependency
@@ -150,7 +154,7 @@ class WandbLogger:
             self._failed = True
             return
         if self.mode == "offline":
-            self._say_offline(requested, mode)
+            self._say_offline(requested, mode, no_key)
         try:
             self.run.define_metric(STEP_METRIC)
             self.run.define_metric("*", step_metric=STEP_METRIC)
@@ -169,9 +173,15 @@ class WandbLogger:
             return None
         return Path(self.run.dir).parent
 
-    def _say_offline(self, requested: str, configured: str) -> None:
+    def _say_offline(self, requested: str, configured: str, no_key: bool = False) -> None:
         """One line: the run is logged offline, why, and the ``wandb sync`` command."""
-        if requested == "online":
+        if no_key:
+            asked = "WANDB_MODE=online" if os.environ.get("WANDB_MODE") else "mode online"
+            why = (
+                f"{asked} but no W&B API key (WANDB_API_KEY or ~/.netrc): run `wandb login` to "
+                "log online, or use offline mode (WANDB_MODE=offline)"
+            )
+        elif requested == "online":
             why = "W&B unreachable"
         elif os.environ.get("WANDB_MODE") or configured == "offline":
             why = "offline mode requested"
