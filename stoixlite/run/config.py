@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import InterpolationResolutionError
 
 from stoixlite.ppo.types import PPOConfig
 
@@ -670,6 +671,14 @@ def _check_env(errors: _Errors, env: EnvConfig) -> EnvConfig:
             "requires env.obs_augment=true (the previous reward is part of the augmentation)",
         )
     params = _factory_params(spec.factory) if env.kwargs else {}
+    if not isinstance(env.kwargs, Mapping):
+        errors.add(
+            "env.kwargs",
+            env.kwargs,
+            f"must be a mapping of {env.name}'s keyword arguments (env.kwargs.<name>=<value>, "
+            f"<name> one of {list(params)})",
+        )
+        return env
     kwargs = {}
     for key, value in env.kwargs.items():
         if key not in params:
@@ -793,10 +802,31 @@ _GROUPS = {
 _OPTIONAL_GROUPS = ("checkpoint", "distributed")
 
 
+def resolved(cfg: DictConfig) -> dict[str, Any]:
+    """``cfg`` as a plain dict with its interpolations resolved; :class:`ConfigError` (one line
+    naming the key, its value and why) for one that does not resolve (an unset environment
+    variable in ``${oc.env:...}``, a key that does not exist in ``${a.b}``)."""
+    try:
+        return OmegaConf.to_container(cfg, resolve=True)
+    except InterpolationResolutionError as err:
+        key = str(getattr(err, "full_key", "") or "") or "an interpolation"
+        try:
+            raw: Any = OmegaConf.to_container(cfg, resolve=False)
+            for part in key.split("."):
+                raw = raw[part]
+        except (KeyError, TypeError, IndexError):
+            raw = "?"
+        why = str(getattr(err, "msg", "") or str(err)).strip().splitlines()[0]
+        why = why.removeprefix("KeyError raised while resolving interpolation: ").strip('"')
+        raise ConfigError(
+            [f"{key}={raw} is invalid: the interpolation does not resolve ({why})"]
+        ) from None
+
+
 def parse_distributed(cfg: DictConfig | Mapping[str, Any]) -> DistributedConfig:
     """The ``distributed`` group alone (all defaults when absent): what must be known before
     JAX starts, i.e. before :func:`parse`, whose env and memory registries import JAX code."""
-    given = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
+    given = resolved(cfg) if isinstance(cfg, DictConfig) else cfg
     if given.get("distributed") is None:
         return DistributedConfig()
     errors = _Errors()
@@ -811,7 +841,7 @@ def parse(cfg: DictConfig | Mapping[str, Any] | RunConfig) -> RunConfig:
     as it is). Raises :class:`ConfigError` listing every mistake, one line each."""
     if isinstance(cfg, RunConfig):
         return cfg
-    given = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
+    given = resolved(cfg) if isinstance(cfg, DictConfig) else cfg
     errors = _Errors()
     top = [f.name for f in dataclasses.fields(RunConfig)]
     for key in given:
