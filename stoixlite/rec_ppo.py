@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import shutil
 import sys
 import traceback
 from pathlib import Path
@@ -151,6 +152,7 @@ def main(cfg: DictConfig) -> float:
         kind = "config error" if isinstance(err, ConfigError) else "error"
         for line in str(err).splitlines():
             print(f"{kind}: {line}", file=sys.stderr)
+        _remove_litter(Path(hydra_cfg.runtime.output_dir))
         sys.exit(1 if isinstance(err, (NonFiniteError, CheckpointCorruptError)) else 2)
     except OSError as err:  # a full disk, an unwritable output directory
         if multirun:
@@ -174,6 +176,55 @@ def main(cfg: DictConfig) -> float:
         return _job_failed(run_dir, traceback.format_exc(), only[0] if only else None)
 
 
+# What existed before Hydra created this run's directory (set by :func:`cli` for a single run):
+# a run refused with a config error removes what it created there, and nothing else.
+_EXISTED: set[Path] | None = None
+
+
+def _existing_paths(argv: list[str]) -> set[Path] | None:
+    """The paths, among those Hydra may create for this single run, that exist now: the run
+    directory named by ``hydra.run.dir`` (or the default ``outputs/<date>/<time>...`` tree, two
+    levels deep), its parents, and its ``.hydra/`` and log files. ``None`` for a multirun."""
+    from stoixlite.cli.overrides import MULTIRUN_FLAGS
+
+    if any(arg in MULTIRUN_FLAGS for arg in argv):
+        return None
+    given = [a.split("=", 1)[1] for a in argv if a.split("=", 1)[0] == "hydra.run.dir"]
+    if given and "${" not in given[-1]:
+        runs = [Path(given[-1].strip("'\"")).expanduser().resolve()]
+        root = runs[0]
+    else:  # the default: outputs/<date>/<time>_<env>_<network> (see configs/config.yaml)
+        root = Path("outputs").resolve()
+        dates = [d for d in root.iterdir() if d.is_dir()] if root.is_dir() else []
+        runs = [r for d in dates for r in d.iterdir() if r.is_dir()]
+    existed = {q for q in (root, *root.parents) if q.exists()}
+    for run in (r for r in runs if r.is_dir()):
+        existed |= {run, run.parent, run / ".hydra", *run.glob("*.log")}
+    return {q for q in existed if q.exists()}
+
+
+def _remove_litter(run_dir: Path) -> None:
+    """Remove what Hydra created for a run that failed before it started (a config error, a
+    resume with no intact checkpoint): its ``.hydra/``, an empty log, and the directories it
+    created that are left empty; nothing that existed before, nor anything of a run that
+    started (its outputs are there: ``.hydra/`` stays with them)."""
+    from stoixlite.run.run_dir import held_outputs
+
+    if _EXISTED is None or held_outputs(run_dir):
+        return
+    run_dir = run_dir.resolve()
+    hydra_dir = run_dir / ".hydra"
+    if hydra_dir.is_dir() and hydra_dir not in _EXISTED:
+        shutil.rmtree(hydra_dir, ignore_errors=True)
+    for log_file in run_dir.glob("*.log") if run_dir.is_dir() else ():
+        if log_file not in _EXISTED and log_file.stat().st_size == 0:
+            log_file.unlink(missing_ok=True)
+    for directory in (run_dir, *run_dir.parents):
+        if directory in _EXISTED or not directory.is_dir() or any(directory.iterdir()):
+            break
+        directory.rmdir()
+
+
 def _output_dir_error(argv: list[str]) -> str | None:
     """One line when ``hydra.run.dir`` or ``hydra.sweep.dir`` names a directory that cannot be
     created (Hydra would fail with a traceback before the run starts)."""
@@ -192,8 +243,11 @@ def cli(argv: list[str] | None = None) -> None:
     then :func:`main` under Hydra."""
     from stoixlite.cli.overrides import override_error, resume_in_place
 
+    global _EXISTED
     argv = sys.argv[1:] if argv is None else argv
-    error = override_error(argv, CONFIG_DIR) or _output_dir_error(argv)
+    error = override_error(argv, CONFIG_DIR)
+    _EXISTED = _existing_paths([*argv, *resume_in_place(argv)]) if error is None else None
+    error = error or _output_dir_error(argv)
     if error is not None:
         print(f"config error: {error}", file=sys.stderr)
         sys.exit(2)

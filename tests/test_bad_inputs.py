@@ -126,10 +126,36 @@ BAD_INPUTS: list[tuple[list[str], str, int]] = [
         CONFIG,
     ),
     (["hydra.run.dir=/proc/stoixlite_run"], "hydra.run.dir=/proc/stoixlite_run is invalid", CONFIG),
+    # inputs that were not one line (issue 38)
+    (
+        ["env=sets/card_table", "env.kwargs=5"],
+        "env.kwargs=5 is invalid: must be a mapping of sets/card_table's keyword arguments",
+        CONFIG,
+    ),
+    (
+        ["arch.num_envs=${oc.env:STOIXLITE_UNSET_VAR}"],
+        "arch.num_envs=${oc.env:STOIXLITE_UNSET_VAR} is invalid: the interpolation does not "
+        "resolve (Environment variable 'STOIXLITE_UNSET_VAR' not found)",
+        CONFIG,
+    ),
+    (
+        ["system.lr=${system.nope}"],
+        "system.lr=${system.nope} is invalid: the interpolation does not resolve "
+        "(Interpolation key 'system.nope' not found)",
+        CONFIG,
+    ),
+    (["--foo"], "--foo is invalid: not an option (options: -m/--multirun", CONFIG),
+    (["-x"], "-x is invalid: not an option", CONFIG),
+    (["hydra.run.dir="], "hydra.run.dir='' is invalid: give a directory", CONFIG),
+    (["hydra.sweep.dir= "], "hydra.sweep.dir='' is invalid: give a directory", CONFIG),
+    (["=5"], "=5 is invalid: no key before '=' (give key=value", CONFIG),
+    (["+=5"], "+=5 is invalid: no key before '='", CONFIG),
+    (["arch.séed=3"], "the key 'arch.séed' has a non-ASCII character 'é'", CONFIG),
+    (["systém.lr=0.1"], "did you mean system.lr?", CONFIG),
     # resume= and run-directory files
     (["resume="], "resume='' is invalid: give a run directory", CONFIG),
-    (["resume={missing}"], "no such directory", CONFIG),
-    (["resume={empty}"], "no config.yaml there", CONFIG),
+    (["resume={missing}"], "resume={missing}: no such directory", CONFIG),
+    (["resume={empty}"], "resume={empty}: no config.yaml there", CONFIG),
     (["resume={nockpt}"], "its checkpoints/ directory is missing (deleted", CONFIG),
     (["resume={garbage}"], "config.yaml is", CONFIG),
     (["resume={zeroed}"], "no intact checkpoint in", FAILED),
@@ -192,6 +218,20 @@ def run_cli(argv: list[str], capsys, monkeypatch) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
+def _names_the_input(line: str, argv: list[str]) -> bool:
+    """Whether ``line`` names a key or a value of the input (the key of an override, or its
+    group option, or the flag), so that the user sees which input is wrong."""
+    for arg in argv:
+        if arg.startswith("hydra.run.dir=") and arg not in line and "hydra.run.dir" not in line:
+            continue
+        key, _, value = arg.partition("=")
+        key = key.lstrip("+~")
+        for word in (key, value.split(",")[-1], arg):
+            if word and word in line:
+                return True
+    return False
+
+
 def test_the_table_is_long_enough():
     assert len(BAD_INPUTS) >= 60
 
@@ -199,13 +239,19 @@ def test_the_table_is_long_enough():
 @pytest.mark.parametrize(("args", "expected", "status"), BAD_INPUTS)
 def test_bad_input_is_one_line(dirs, capsys, monkeypatch, args, expected, status):
     before = {name: _digest(path) for name, path in dirs.items() if path.is_dir()}
-    argv = [a.format(**{k: str(v) for k, v in dirs.items()}) for a in args]
+    argv = list(args)
+    for name, path in dirs.items():
+        argv = [a.replace(f"{{{name}}}", str(path)) for a in argv]
     argv.append(f"hydra.run.dir={dirs['scratch']}")
     code, out, err = run_cli(argv, capsys, monkeypatch)
     lines = [line for line in err.splitlines() if line.strip()]
+    for name, path in dirs.items():
+        expected = expected.replace(f"{{{name}}}", str(path))
     assert code == status, (code, err)
     assert len(lines) == 1 and expected in lines[0], err
+    assert _names_the_input(lines[0], argv), lines[0]
     assert "Traceback" not in out + err
+    assert not (dirs["scratch"] / ".hydra").exists()  # a refused run leaves no Hydra files
     after = {name: _digest(path) for name, path in dirs.items() if path.is_dir()}
     assert {k: v for k, v in after.items() if k != "scratch"} == {
         k: v for k, v in before.items() if k != "scratch"
@@ -464,3 +510,37 @@ def test_resume_of_a_run_whose_checkpoints_were_deleted_says_so(dirs, capsys, mo
         "(deleted, or the run had checkpoint.enabled=false), so there is nothing to resume or "
         "load; start a new run in another directory"
     ), err
+
+
+def test_a_refused_run_leaves_no_litter(tmp_path):
+    """Issue 38: a run refused with a config error left ``.hydra/`` and an empty log in its run
+    directory, and ``resume=<bad path>`` created ``outputs/<date>/...``. What the refused run
+    created is removed; what was there before stays."""
+    import os
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "notes.txt").write_text("mine")
+    cases = [
+        ["env=sets/card_table", "env.kwargs=5", f"hydra.run.dir={tmp_path / 'new' / 'run'}"],
+        ["env=sets/card_table", "env.kwargs=5", f"hydra.run.dir={kept}"],
+        ["env=sets/card_table", "env.kwargs=5"],  # the default outputs/<date>/<time>_... dir
+        [f"resume={tmp_path / 'nope'}"],
+    ]
+    for args in cases:
+        proc = subprocess.run(
+            [sys.executable, "-m", "stoixlite.rec_ppo", *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert proc.returncode == CONFIG and len(lines) == 1, proc.stderr
+        assert lines[0].startswith("config error: "), lines
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept"]  # no new/, no outputs/
+    assert [p.name for p in kept.iterdir()] == ["notes.txt"]

@@ -102,6 +102,14 @@ def check_env(errors: Errors, env: EnvConfig) -> EnvConfig:
             "requires env.obs_augment=true (the previous reward is part of the augmentation)",
         )
     params = _factory_params(spec.factory) if env.kwargs else {}
+    if not isinstance(env.kwargs, Mapping):
+        errors.add(
+            "env.kwargs",
+            env.kwargs,
+            f"must be a mapping of {env.name}'s keyword arguments (env.kwargs.<name>=<value>, "
+            f"<name> one of {list(params)})",
+        )
+        return env
     kwargs = {}
     for key, value in env.kwargs.items():
         if key not in params:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import InterpolationResolutionError
 
 from stoixlite.config.checks import check_budget, check_encoder, check_env, network_section
 from stoixlite.config.schema import (
@@ -40,10 +41,31 @@ _GROUPS = {
 _OPTIONAL_GROUPS = ("checkpoint", "distributed")
 
 
+def resolved(cfg: DictConfig) -> dict[str, Any]:
+    """``cfg`` as a plain dict with its interpolations resolved; :class:`ConfigError` (one line
+    naming the key, its value and why) for one that does not resolve (an unset environment
+    variable in ``${oc.env:...}``, a key that does not exist in ``${a.b}``)."""
+    try:
+        return OmegaConf.to_container(cfg, resolve=True)
+    except InterpolationResolutionError as err:
+        key = str(getattr(err, "full_key", "") or "") or "an interpolation"
+        try:
+            raw: Any = OmegaConf.to_container(cfg, resolve=False)
+            for part in key.split("."):
+                raw = raw[part]
+        except (KeyError, TypeError, IndexError):
+            raw = "?"
+        why = str(getattr(err, "msg", "") or str(err)).strip().splitlines()[0]
+        why = why.removeprefix("KeyError raised while resolving interpolation: ").strip('"')
+        raise ConfigError(
+            [f"{key}={raw} is invalid: the interpolation does not resolve ({why})"]
+        ) from None
+
+
 def parse_distributed(cfg: DictConfig | Mapping[str, Any]) -> DistributedConfig:
     """The ``distributed`` group alone (all defaults when absent): what must be known before
     JAX starts, i.e. before :func:`parse`, whose env and memory registries import JAX code."""
-    given = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
+    given = resolved(cfg) if isinstance(cfg, DictConfig) else cfg
     if given.get("distributed") is None:
         return DistributedConfig()
     errors = Errors()
@@ -56,7 +78,7 @@ def parse_distributed(cfg: DictConfig | Mapping[str, Any]) -> DistributedConfig:
 def parse(cfg: DictConfig | Mapping[str, Any]) -> RunConfig:
     """The typed, checked :class:`RunConfig` of a composed config. Raises :class:`ConfigError`
     listing every mistake, one line each."""
-    given = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else cfg
+    given = resolved(cfg) if isinstance(cfg, DictConfig) else cfg
     errors = Errors()
     top = [f.name for f in dataclasses.fields(RunConfig)]
     for key in given:
