@@ -195,6 +195,12 @@ def _zero_files(step_dir: Path) -> None:
             path.write_bytes(b"\0" * path.stat().st_size)
 
 
+def _garbage_metadata(step_dir: Path) -> None:
+    """Garbage in orbax's checkpoint metadata file (read when the checkpoint manager starts: it
+    printed two raw absl ERROR lines and resumed from the damaged checkpoint)."""
+    (step_dir / "_CHECKPOINT_METADATA").write_bytes(b"\x00\xffgarbage{")
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
     cfg = compose_config(RUN)
@@ -202,7 +208,7 @@ def uninterrupted(tmp_path_factory):
     return cfg, run_dir, loop.train(cfg, run_dir)
 
 
-@pytest.mark.parametrize("damage", [_truncate_data, _zero_files])
+@pytest.mark.parametrize("damage", [_truncate_data, _zero_files, _garbage_metadata])
 def test_broken_latest_checkpoint_falls_back_and_resume_is_exact(
     tmp_path, uninterrupted, caplog, damage
 ):
@@ -219,8 +225,9 @@ def test_broken_latest_checkpoint_falls_back_and_resume_is_exact(
     assert check_resumable(resumed_cfg, tmp_path) == 1  # checked, nothing moved
     assert (checkpoint_dir(tmp_path) / "2").exists()
 
-    with caplog.at_level(logging.WARNING, logger="stoixlite.tracking.checkpointing"):
+    with caplog.at_level(logging.WARNING):
         final = loop.train(resumed_cfg, tmp_path, resume=True)
+    assert not [r for r in caplog.records if r.name == "absl" and r.levelno >= logging.ERROR]
     (line,) = [r.getMessage() for r in caplog.records if "unreadable" in r.getMessage()]
     assert f"checkpoint {checkpoint_dir(tmp_path) / '2'} is unreadable" in line
     assert "moved to" in line and "\n" not in line
@@ -279,6 +286,7 @@ def test_kill_9_between_chunks_then_resume_is_exact(tmp_path, uninterrupted):
         np.testing.assert_array_equal(resumed[name], full[name], err_msg=name)
     steps = [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl")]
     assert steps == [64, 128, 192]
+    assert not (run_dir / BROKEN_DIRNAME).exists()  # nothing broken: no empty directory
 
 
 # --------------------------------------------------------------------------------------------
