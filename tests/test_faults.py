@@ -128,6 +128,60 @@ def test_collapse_warning_once_after_several_high_kl_chunks(caplog):
     assert "system.lr=0.5" in line and "\n" not in line
 
 
+def test_collapse_warning_once_when_the_entropy_vanishes_with_flat_returns(caplog):
+    """Issue 38: lr 1.0, vf_coef 1000 and no advantage normalisation drive a discrete policy's
+    entropy to 0 in the first chunk, with the KL back at 0 after it and the returns flat: the
+    run ended with exit 0 and no word. Judged on the host from the chunk records."""
+    watch = CollapseWatch(lr=1.0, num_actions=4)
+    first = {"loss/approx_kl": 1.4, "loss/entropy": 0.06, "eval/episode_return": -0.51}
+    flat = {"loss/approx_kl": 0.0, "loss/entropy": 0.0, "eval/episode_return": -0.50}
+    with caplog.at_level(logging.WARNING, logger="stoixlite.run.divergence"):
+        fired = [watch.observe(r) for r in (first, flat, flat, flat)]
+    assert fired == [False, True, False, False]
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "the policy has collapsed: entropy 0 after chunk 2" in line and "\n" not in line
+    assert "start level -0.51" in line and "system.lr=1 " in line
+
+
+def test_no_collapse_warning_for_a_policy_that_learned_to_be_sure(caplog):
+    """A near-deterministic policy whose return rose is not a collapse; nor is a continuous
+    policy (its entropy has no floor)."""
+    learned = CollapseWatch(lr=1e-3, num_actions=4)
+    continuous = CollapseWatch(lr=1e-3, num_actions=None)
+    records = [
+        {"loss/entropy": 1.0, "eval/episode_return": -0.5},
+        {"loss/entropy": 0.01, "eval/episode_return": 0.6},
+        {"loss/entropy": 0.0, "eval/episode_return": 0.99},
+    ]
+    with caplog.at_level(logging.WARNING, logger="stoixlite.run.divergence"):
+        assert not any(learned.observe(r) for r in records)
+        assert not any(continuous.observe({**r, "eval/episode_return": -0.5}) for r in records)
+    assert not caplog.records
+
+
+def test_collapse_warning_once_on_a_kl_spike(caplog):
+    watch = CollapseWatch(lr=0.5)
+    calm = {"loss/approx_kl": 0.01, "loss/clip_fraction": 0.1}
+    spike = {"loss/approx_kl": 40.0, "loss/clip_fraction": 0.9}
+    with caplog.at_level(logging.WARNING, logger="stoixlite.run.divergence"):
+        fired = [watch.observe(r) for r in (calm, spike, calm, spike, spike, spike)]
+    assert fired == [False, True, False, False, False, False]
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "approx KL 40 per update in chunk 2" in line and "system.lr=0.5" in line
+
+
+def test_a_collapsing_run_warns_once_and_goes_on(tmp_path, caplog):
+    cfg = compose_config(
+        RUN + ["system.lr=1.0", "system.vf_coef=1000", "system.normalize_advantages=false"]
+    )
+    with caplog.at_level(logging.WARNING, logger="stoixlite.run.divergence"):
+        final = loop.train(cfg, tmp_path)
+    assert math.isfinite(final)
+    assert [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl")] == [64, 128, 192]
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith("the policy ") and "system.lr=1 " in line, line
+
+
 # --------------------------------------------------------------------------------------------
 # Non-finite values in a run
 # --------------------------------------------------------------------------------------------

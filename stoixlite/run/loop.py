@@ -59,6 +59,7 @@ from stoixlite.run.resume import (
 )
 from stoixlite.run.sharding import to_host
 from stoixlite.run.signals import StopRequest, TrainingInterrupted
+from stoixlite.specs import Discrete
 from stoixlite.tracking.metrics import summarize
 from stoixlite.tracking.recorder import METRICS_FILE, PER_SEED_FILE, Recorder
 
@@ -141,7 +142,7 @@ def train(
     start = time.perf_counter()
     learn = run.compile_programs(state, key) if not (done or finished) else None
     compile_s = time.perf_counter() - start
-    collapse = CollapseWatch(cfg.system.lr)
+    collapse = CollapseWatch(cfg.system.lr, num_actions(run))
     ok = False
     try:
         recorder.start(host.logger_step, run.steps_per_chunk * host.chunk)
@@ -182,7 +183,7 @@ def train(
                     tic = time.perf_counter()
                     learn = run.compile_learn(state)
                     compile_s += time.perf_counter() - tic
-                    collapse = CollapseWatch(cfg.system.lr)
+                    collapse = CollapseWatch(cfg.system.lr, num_actions(run))
                     log.warning(
                         "rollback %d of %d: %s; restarting from %s with system.lr %g -> %g",
                         rollbacks,
@@ -250,6 +251,12 @@ def _saved_config(cfg: RunConfig) -> str:
     """The YAML saved as the run's config: what the run is, not how it was launched (a resumed
     run may use other processes, so ``distributed`` is left out)."""
     return OmegaConf.to_yaml({k: v for k, v in cfg.to_dict().items() if k != "distributed"})
+
+
+def num_actions(run) -> int | None:
+    """The number of actions of a discrete policy (``None`` for continuous actions)."""
+    space = getattr(run.env, "action_space", None)
+    return int(space.n) if isinstance(space, Discrete) else None
 
 
 def target_reached(eval_return: float, target: float | None) -> bool:
