@@ -294,6 +294,23 @@ def test_broken_latest_checkpoint_falls_back_and_resume_is_exact(
         np.testing.assert_array_equal(resumed[name], full[name], err_msg=name)
 
 
+def test_a_checkpoint_warning_names_no_bound_method():
+    """Issue 38: a checkpoint warning printed ``<bound method pybind11_detail_function_recor...>``
+    (an error holding a method's repr instead of a message)."""
+    from stoixlite.tracking.checkpointing import _one_line
+
+    class Record:
+        def __repr__(self) -> str:
+            return "<pybind11_detail_function_record_v1 object at 0x7f00>"
+
+        def read(self) -> None:
+            pass
+
+    line = _one_line(ValueError(Record().read, "while reading leaf_00003"))
+    assert "<bound method" not in line and "pybind11" not in line, line
+    assert "read" in line and "while reading leaf_00003" in line
+
+
 def test_no_intact_checkpoint_is_one_line(tmp_path, uninterrupted):
     cfg, full_dir, _ = uninterrupted
     with Checkpointer(checkpoint_dir(full_dir), config_fingerprint(cfg)) as ckpt:

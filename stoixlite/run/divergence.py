@@ -14,7 +14,8 @@ What happens next is ``arch.on_nonfinite``:
   stop as above.
 
 :class:`CollapseWatch` warns once when the update's approximate KL or clip fraction stays far
-above normal for several chunks in a row (a learning rate so large that the policy collapses).
+above normal for several chunks in a row or spikes in one, or when a discrete policy's entropy
+vanishes while the eval return stays at its start level (a policy that collapsed).
 """
 
 from __future__ import annotations

@@ -129,7 +129,7 @@ def _unreadable_metrics(directory: Path) -> dict[int, str]:
                 continue
             try:
                 value = json.loads(path.read_bytes())
-            except (ValueError, UnicodeDecodeError) as err:
+            except (ValueError, UnicodeDecodeError, OSError) as err:
                 broken[int(step_dir.name)] = f"{name}: {_one_line(err)}"
                 break
             if not isinstance(value, dict) and not (name == "metadata" and value is None):
@@ -149,8 +149,24 @@ def _quiet_absl() -> Iterator[None]:
         logger.setLevel(level)
 
 
+def _without_reprs(text: str) -> str:
+    """``text`` with each ``<bound method NAME of <...>>`` (what some orbax and TensorStore
+    errors hold instead of a message, e.g. a pybind11 function record) replaced by ``NAME``."""
+    marker = "<bound method "
+    while (start := text.find(marker)) >= 0:
+        depth, end = 0, len(text)
+        for i in range(start, len(text)):
+            depth += {"<": 1, ">": -1}.get(text[i], 0)
+            if depth == 0:
+                end = i + 1
+                break
+        name = text[start + len(marker) : end].split(" ", 1)[0].rstrip(">")
+        text = text[:start] + name.rsplit(".", 1)[-1] + text[end:]
+    return text
+
+
 def _one_line(err: BaseException, limit: int = 160) -> str:
-    text = " ".join(str(err).split())
+    text = _without_reprs(" ".join(str(err).split()))
     text = text if len(text) <= limit else text[: limit - 3] + "..."
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 
