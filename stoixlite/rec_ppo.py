@@ -11,14 +11,17 @@ sweepers optimise).
 ``resume=<run dir>`` continues an interrupted run in its own directory from its latest intact
 checkpoint, with the config saved there (command-line overrides given with ``resume`` are
 applied on top; a different network or env config is refused). The run directory, its checkpoint
-and the config match are checked before anything is compiled. In a multirun (``-m``) a failing
+and the config match are checked before anything is compiled; a run that stopped before its
+first checkpoint (nothing saved) is started afresh, by ``resume=`` or by the same command into
+the same directory, with one line saying so. In a multirun (``-m``) a failing
 job writes its traceback to ``<job dir>/error.txt``, returns NaN (a failed trial for Optuna) and
 the sweep goes on (and ends non-zero, see :mod:`stoixlite.cli.sweep_callback`).
 
 Every way a run can end badly is one line on stderr and a non-zero exit: a config error (2); a
 non-finite loss or parameter, no intact checkpoint or an unwritable output (1); SIGINT/SIGTERM
 (128 + signal; the line is the exact ``resume=`` command); Ctrl-C before training started, e.g.
-while compiling (130).
+while compiling (130, ending the process without interpreter teardown: see :class:`Abandoned`).
+A run refused before it started removes the ``.hydra/`` files and empty log Hydra created for it.
 """
 
 from __future__ import annotations

@@ -165,6 +165,48 @@ BAD_INPUTS: list[tuple[list[str], str, int]] = [
     (["resume={run}", "arch.num_envs=3"], "must divide arch.num_envs=3", CONFIG),
 ]
 
+# Every typed key with a value of the wrong type or out of range (issue 38): the line names the
+# key and the value as the typed parse read it (1e400 is read as inf).
+_INT_KEYS = (
+    *("arch.num_envs", "arch.num_eval_envs", "arch.eval_max_steps", "arch.num_seeds"),
+    *("arch.max_rollbacks", "arch.num_evaluations", "arch.seed", "arch.total_timesteps"),
+    *("system.rollout_length", "system.epochs", "system.num_minibatches", "system.bptt_length"),
+    *("system.burn_in", "system.rollout_unroll", "checkpoint.every", "checkpoint.keep_last"),
+    *("network.hidden_size", "network.embed_size", "network.encoder_layers"),
+    *("network.head_size", "network.head_layers"),
+)
+_FLOAT_KEYS = (
+    *("system.gamma", "system.gae_lambda", "system.clip_eps", "system.value_clip_eps"),
+    *("system.vf_coef", "system.ent_coef", "system.lr", "system.max_grad_norm", "system.adam_eps"),
+)
+_BOOL_KEYS = (
+    *("system.anneal_lr", "system.normalize_advantages", "system.stateless_transitions"),
+    *("arch.eval_greedy", "checkpoint.enabled", "checkpoint.keep_best", "logger.progress"),
+    *("logger.jsonl", "logger.plot", "network.shared_memory"),
+)
+_CHOICE_KEYS = (
+    *("network.encoder", "network.set_pooling", "network.activation", "arch.on_nonfinite"),
+    "system.rollout_carries",
+)
+TYPED_BAD_INPUTS: list[tuple[list[str], str, int]] = [
+    *[
+        ([f"{key}={given}"], f"{key}={shown} is invalid", CONFIG)
+        for key in _INT_KEYS
+        for given, shown in (("abc", "'abc'"), ("1.5", "1.5"), ("[1]", "[1]"))
+    ],
+    *[
+        ([f"{key}={given}"], f"{key}={shown} is invalid", CONFIG)
+        for key in _FLOAT_KEYS
+        for given, shown in (("abc", "'abc'"), ("[1]", "[1]"), ("1e400", "inf"))
+    ],
+    *[
+        ([f"{key}={given}"], f"{key}={shown} is invalid", CONFIG)
+        for key in _BOOL_KEYS
+        for given, shown in (("maybe", "'maybe'"), ("2", "2"))
+    ],
+    *[([f"{key}=xyz"], f"{key}='xyz' is invalid", CONFIG) for key in _CHOICE_KEYS],
+]
+
 
 def _digest(root: Path) -> dict[str, str]:
     return {
@@ -233,10 +275,10 @@ def _names_the_input(line: str, argv: list[str]) -> bool:
 
 
 def test_the_table_is_long_enough():
-    assert len(BAD_INPUTS) >= 60
+    assert len(BAD_INPUTS) + len(TYPED_BAD_INPUTS) >= 200
 
 
-@pytest.mark.parametrize(("args", "expected", "status"), BAD_INPUTS)
+@pytest.mark.parametrize(("args", "expected", "status"), BAD_INPUTS + TYPED_BAD_INPUTS)
 def test_bad_input_is_one_line(dirs, capsys, monkeypatch, args, expected, status):
     before = {name: _digest(path) for name, path in dirs.items() if path.is_dir()}
     argv = list(args)

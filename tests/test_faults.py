@@ -128,6 +128,60 @@ def test_collapse_warning_once_after_several_high_kl_chunks(caplog):
     assert "system.lr=0.5" in line and "\n" not in line
 
 
+def test_collapse_warning_once_when_the_entropy_vanishes_with_flat_returns(caplog):
+    """Issue 38: lr 1.0, vf_coef 1000 and no advantage normalisation drive a discrete policy's
+    entropy to 0 in the first chunk, with the KL back at 0 after it and the returns flat: the
+    run ended with exit 0 and no word. Judged on the host from the chunk records."""
+    watch = CollapseWatch(lr=1.0, num_actions=4)
+    first = {"loss/approx_kl": 1.4, "loss/entropy": 0.06, "eval/episode_return": -0.51}
+    flat = {"loss/approx_kl": 0.0, "loss/entropy": 0.0, "eval/episode_return": -0.50}
+    with caplog.at_level(logging.WARNING, logger="stoixlite.run.divergence"):
+        fired = [watch.observe(r) for r in (first, flat, flat, flat)]
+    assert fired == [False, True, False, False]
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "the policy has collapsed: entropy 0 after chunk 2" in line and "\n" not in line
+    assert "start level -0.51" in line and "system.lr=1 " in line
+
+
+def test_no_collapse_warning_for_a_policy_that_learned_to_be_sure(caplog):
+    """A near-deterministic policy whose return rose is not a collapse; nor is a continuous
+    policy (its entropy has no floor)."""
+    learned = CollapseWatch(lr=1e-3, num_actions=4)
+    continuous = CollapseWatch(lr=1e-3, num_actions=None)
+    records = [
+        {"loss/entropy": 1.0, "eval/episode_return": -0.5},
+        {"loss/entropy": 0.01, "eval/episode_return": 0.6},
+        {"loss/entropy": 0.0, "eval/episode_return": 0.99},
+    ]
+    with caplog.at_level(logging.WARNING, logger="stoixlite.run.divergence"):
+        assert not any(learned.observe(r) for r in records)
+        assert not any(continuous.observe({**r, "eval/episode_return": -0.5}) for r in records)
+    assert not caplog.records
+
+
+def test_collapse_warning_once_on_a_kl_spike(caplog):
+    watch = CollapseWatch(lr=0.5)
+    calm = {"loss/approx_kl": 0.01, "loss/clip_fraction": 0.1}
+    spike = {"loss/approx_kl": 40.0, "loss/clip_fraction": 0.9}
+    with caplog.at_level(logging.WARNING, logger="stoixlite.run.divergence"):
+        fired = [watch.observe(r) for r in (calm, spike, calm, spike, spike, spike)]
+    assert fired == [False, True, False, False, False, False]
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "approx KL 40 per update in chunk 2" in line and "system.lr=0.5" in line
+
+
+def test_a_collapsing_run_warns_once_and_goes_on(tmp_path, caplog):
+    cfg = compose_config(
+        RUN + ["system.lr=1.0", "system.vf_coef=1000", "system.normalize_advantages=false"]
+    )
+    with caplog.at_level(logging.WARNING, logger="stoixlite.run.divergence"):
+        final = loop.train(cfg, tmp_path)
+    assert math.isfinite(final)
+    assert [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl")] == [64, 128, 192]
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith("the policy ") and "system.lr=1 " in line, line
+
+
 # --------------------------------------------------------------------------------------------
 # Non-finite values in a run
 # --------------------------------------------------------------------------------------------
@@ -195,6 +249,12 @@ def _zero_files(step_dir: Path) -> None:
             path.write_bytes(b"\0" * path.stat().st_size)
 
 
+def _garbage_metadata(step_dir: Path) -> None:
+    """Garbage in orbax's checkpoint metadata file (read when the checkpoint manager starts: it
+    printed two raw absl ERROR lines and resumed from the damaged checkpoint)."""
+    (step_dir / "_CHECKPOINT_METADATA").write_bytes(b"\x00\xffgarbage{")
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
     cfg = run_config(RUN)
@@ -202,7 +262,7 @@ def uninterrupted(tmp_path_factory):
     return cfg, run_dir, loop.train(cfg, run_dir)
 
 
-@pytest.mark.parametrize("damage", [_truncate_data, _zero_files])
+@pytest.mark.parametrize("damage", [_truncate_data, _zero_files, _garbage_metadata])
 def test_broken_latest_checkpoint_falls_back_and_resume_is_exact(
     tmp_path, uninterrupted, caplog, damage
 ):
@@ -219,8 +279,9 @@ def test_broken_latest_checkpoint_falls_back_and_resume_is_exact(
     assert check_resumable(resumed_cfg, tmp_path) == 1  # checked, nothing moved
     assert (checkpoint_dir(tmp_path) / "2").exists()
 
-    with caplog.at_level(logging.WARNING, logger="stoixlite.tracking.checkpointing"):
+    with caplog.at_level(logging.WARNING):
         final = loop.train(resumed_cfg, tmp_path, resume=True)
+    assert not [r for r in caplog.records if r.name == "absl" and r.levelno >= logging.ERROR]
     (line,) = [r.getMessage() for r in caplog.records if "unreadable" in r.getMessage()]
     assert f"checkpoint {checkpoint_dir(tmp_path) / '2'} is unreadable" in line
     assert "moved to" in line and "\n" not in line
@@ -231,6 +292,23 @@ def test_broken_latest_checkpoint_falls_back_and_resume_is_exact(
     assert step == 3
     for name in full:
         np.testing.assert_array_equal(resumed[name], full[name], err_msg=name)
+
+
+def test_a_checkpoint_warning_names_no_bound_method():
+    """Issue 38: a checkpoint warning printed ``<bound method pybind11_detail_function_recor...>``
+    (an error holding a method's repr instead of a message)."""
+    from stoixlite.tracking.checkpoint_errors import one_line as _one_line
+
+    class Record:
+        def __repr__(self) -> str:
+            return "<pybind11_detail_function_record_v1 object at 0x7f00>"
+
+        def read(self) -> None:
+            pass
+
+    line = _one_line(ValueError(Record().read, "while reading leaf_00003"))
+    assert "<bound method" not in line and "pybind11" not in line, line
+    assert "read" in line and "while reading leaf_00003" in line
 
 
 def test_no_intact_checkpoint_is_one_line(tmp_path, uninterrupted):
@@ -279,6 +357,7 @@ def test_kill_9_between_chunks_then_resume_is_exact(tmp_path, uninterrupted):
         np.testing.assert_array_equal(resumed[name], full[name], err_msg=name)
     steps = [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl")]
     assert steps == [64, 128, 192]
+    assert not (run_dir / BROKEN_DIRNAME).exists()  # nothing broken: no empty directory
 
 
 # --------------------------------------------------------------------------------------------

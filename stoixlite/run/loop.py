@@ -63,6 +63,7 @@ from stoixlite.run.run_dir import (
 )
 from stoixlite.run.sharding import to_host
 from stoixlite.run.signals import StopRequest, TrainingInterrupted
+from stoixlite.specs import Discrete
 from stoixlite.tracking.files import METRICS_FILE, PER_SEED_FILE
 from stoixlite.tracking.metrics import summarize
 from stoixlite.tracking.recorder import Recorder
@@ -112,7 +113,7 @@ def train(
     if not done:
         t.learn = t.run.compile_programs(t.state, t.key)
     t.compile_s = time.perf_counter() - start
-    t.collapse = CollapseWatch(t.cfg.system.lr)
+    t.collapse = CollapseWatch(t.cfg.system.lr, num_actions(t.run))
     ok = False
     try:
         t.recorder.start(t.host.logger_step, t.run.steps_per_chunk * t.host.chunk)
@@ -287,7 +288,7 @@ def rollback(t: Training, chunk: int, bad: tuple[str, int]) -> None:
     tic = time.perf_counter()
     t.learn = t.run.compile_learn(t.state)
     t.compile_s += time.perf_counter() - tic
-    t.collapse = CollapseWatch(t.cfg.system.lr)
+    t.collapse = CollapseWatch(t.cfg.system.lr, num_actions(t.run))
     log.warning(
         "rollback %d of %d: %s; restarting from %s with system.lr %g -> %g",
         rollbacks,
@@ -304,6 +305,12 @@ def _saved_config(cfg: RunConfig) -> str:
     """The YAML saved as the run's config: what the run is, not how it was launched (a resumed
     run may use other processes, so ``distributed`` is left out)."""
     return OmegaConf.to_yaml({k: v for k, v in cfg.to_dict().items() if k != "distributed"})
+
+
+def num_actions(run: Run) -> int | None:
+    """The number of actions of a discrete policy (``None`` for continuous actions)."""
+    space = getattr(run.env, "action_space", None)
+    return int(space.n) if isinstance(space, Discrete) else None
 
 
 def target_reached(eval_return: float, target: float | None) -> bool:

@@ -37,8 +37,24 @@ def disk_full(err: BaseException) -> bool:
     return "RESOURCE_EXHAUSTED" in text or "No space left on device" in text
 
 
+def _without_reprs(text: str) -> str:
+    """``text`` with each ``<bound method NAME of <...>>`` (what some orbax and TensorStore
+    errors hold instead of a message, e.g. a pybind11 function record) replaced by ``NAME``."""
+    marker = "<bound method "
+    while (start := text.find(marker)) >= 0:
+        depth, end = 0, len(text)
+        for i in range(start, len(text)):
+            depth += {"<": 1, ">": -1}.get(text[i], 0)
+            if depth == 0:
+                end = i + 1
+                break
+        name = text[start + len(marker) : end].split(" ", 1)[0].rstrip(">")
+        text = text[:start] + name.rsplit(".", 1)[-1] + text[end:]
+    return text
+
+
 def one_line(err: BaseException, limit: int = 160) -> str:
-    text = " ".join(str(err).split())
+    text = _without_reprs(" ".join(str(err).split()))
     text = text if len(text) <= limit else text[: limit - 3] + "..."
     return f"{type(err).__name__}: {text}" if text else type(err).__name__
 

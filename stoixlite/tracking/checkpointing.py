@@ -81,18 +81,28 @@ class CheckpointSettings:
 
 
 def _unreadable_metrics(directory: Path) -> dict[int, str]:
-    """``{step: reason}`` of the step directories whose orbax metrics file is not valid JSON."""
+    """``{step: reason}`` of the step directories whose orbax metrics or checkpoint metadata
+    file (read by orbax's manager when it starts) is not a JSON object."""
     broken: dict[int, str] = {}
     if not directory.is_dir():
         return broken
     for step_dir in directory.iterdir():
-        path = step_dir / "metrics" / "metrics"
-        if not step_dir.name.isdigit() or not path.is_file():
+        if not step_dir.name.isdigit():
             continue
-        try:
-            json.loads(path.read_bytes())
-        except (ValueError, UnicodeDecodeError) as err:
-            broken[int(step_dir.name)] = f"metrics: {one_line(err)}"
+        for name, path in (
+            ("metrics", step_dir / "metrics" / "metrics"),
+            ("metadata", step_dir / "_CHECKPOINT_METADATA"),
+        ):
+            if not path.is_file():
+                continue
+            try:
+                value = json.loads(path.read_bytes())
+            except (ValueError, UnicodeDecodeError, OSError) as err:
+                broken[int(step_dir.name)] = f"{name}: {one_line(err)}"
+                break
+            if not isinstance(value, dict) and not (name == "metadata" and value is None):
+                broken[int(step_dir.name)] = f"{name}: not a JSON object"
+                break
     return broken
 
 
@@ -173,9 +183,10 @@ class Checkpointer:
             read_only=read_only,
             lightweight_initialize=bool(self._broken),
         )
-        self._manager = ocp.CheckpointManager(
-            self.directory, item_names=("state", "host"), options=options
-        )
+        with quiet_orbax():  # orbax logs what it cannot read as raw ERROR lines
+            self._manager = ocp.CheckpointManager(
+                self.directory, item_names=("state", "host"), options=options
+            )
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -327,6 +338,8 @@ class Checkpointer:
         back onto its shardings (:func:`restore_targets`); without one, as host numpy arrays of
         the saved shapes (enough to check that the checkpoint reads back)."""
         host_item = self.read_host(step)
+        if not {"fingerprint", "leaves", "host"} <= set(host_item):
+            raise ValueError("its host item is not a stoixlite checkpoint's (garbage metadata)")
         saved_fp = host_item.get("fingerprint", {})
         if saved_fp.get("hash") != self.fingerprint.get("hash"):
             raise CheckpointMismatchError(
@@ -355,6 +368,8 @@ class Checkpointer:
         """Move unreadable checkpoints out of the manager's directory (kept, never deleted);
         returns where each went."""
         target = self.directory.parent / BROKEN_DIRNAME
+        if not any((self.directory / str(step)).exists() for step in steps):
+            return {}  # nothing to move: no empty checkpoints.broken/
         target.mkdir(exist_ok=True)
         moved: dict[int, Path] = {}
         for step in steps:
@@ -367,7 +382,8 @@ class Checkpointer:
             source.rename(dest)
             moved[step] = dest
         if hasattr(self, "_manager"):
-            self._manager.reload()
+            with quiet_orbax():
+                self._manager.reload()
         return moved
 
     def _resolve_step(self, step: int | str | None) -> int:
