@@ -171,7 +171,7 @@ def test_collapse_warning_once_on_a_kl_spike(caplog):
 
 
 def test_a_collapsing_run_warns_once_and_goes_on(tmp_path, caplog):
-    cfg = compose_config(
+    cfg = run_config(
         RUN + ["system.lr=1.0", "system.vf_coef=1000", "system.normalize_advantages=false"]
     )
     with caplog.at_level(logging.WARNING, logger="stoixlite.run.divergence"):
