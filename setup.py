@@ -1,7 +1,7 @@
 """Build hook: a wheel ships the repository's ``configs/`` as ``stoixlite/configs``.
 
 ``configs/`` at the repository root stays the one source. An editable install reads it in place
-(``stoixlite.rec_ppo.CONFIG_DIR`` falls back to ``<repo>/configs``); a regular build copies it
+(``stoixlite.cli.configs.CONFIG_DIR`` falls back to ``<repo>/configs``); a regular build copies it
 into the built package, so ``pip install .`` or a wheel can run ``python -m stoixlite.rec_ppo``
 from any directory. Everything else is declared in ``pyproject.toml``.
 """

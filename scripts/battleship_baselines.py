@@ -27,15 +27,12 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Callable
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from stoixlite.cli_args import OneLineArgumentParser  # noqa: E402
+from stoixlite.cli.args import OneLineArgumentParser  # noqa: E402
 from stoixlite.envs.popgym.battleship import Battleship, BattleshipState  # noqa: E402
 from stoixlite.envs.registry import make  # noqa: E402
 from stoixlite.ppo.gae import gae_advantages  # noqa: E402

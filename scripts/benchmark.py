@@ -54,10 +54,7 @@ import sys
 import time
 from pathlib import Path
 
-# Import this checkout's package (also in the worker subprocesses), not another installed copy.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from stoixlite.cli_args import (  # noqa: E402
+from stoixlite.cli.args import (  # noqa: E402
     OneLineArgumentParser,
     checked_run_config,
     compile_for_real,
@@ -167,8 +164,7 @@ def run_reference_row(spec: dict) -> tuple[int, float, list[float], float]:
         raise SystemExit(error)
     if spec.get("purejaxrl_dir"):
         return run_original_row(spec)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    module = importlib.import_module(spec["network"])
+    module = importlib.import_module(spec["network"])  # a script beside this one
     steps_per_update = spec["num_envs"] * spec["rollout_length"]
     updates = spec["updates"]
     settings = module.Settings(
@@ -282,8 +278,16 @@ def load_purejaxrl(directory: str | Path, file: str):
         features: int = 128
 
     flax.linen.GRUCell = GRUCell
-    sys.path.insert(0, str(source))
-    module = importlib.import_module(file.removesuffix(".py"))
+
+    def load(name: str) -> types.ModuleType:  # a file of the checkout, as `import name` would
+        spec = importlib.util.spec_from_file_location(name, source / f"{name}.py")
+        loaded = importlib.util.module_from_spec(spec)
+        sys.modules[name] = loaded
+        spec.loader.exec_module(loaded)
+        return loaded
+
+    load("wrappers")  # the scripts' `from wrappers import ...`
+    module = load(file.removesuffix(".py"))
 
     def make(name, **kwargs):
         env, params = gymnax.make(name, **kwargs)
@@ -341,12 +345,13 @@ def run_stoixlite_row(spec: dict) -> tuple[int, float, list[float], float, int]:
     import numpy as np
     from hydra import compose, initialize_config_dir
 
-    from stoixlite.rec_ppo import CONFIG_DIR
+    from stoixlite.cli.configs import CONFIG_DIR
+    from stoixlite.config.parse import parse
     from stoixlite.run.build import build_run
 
     with initialize_config_dir(str(CONFIG_DIR), version_base=None):
         cfg = compose("config", overrides=stoixlite_overrides(spec))
-    exp = build_run(cfg)
+    exp = build_run(parse(cfg))
     state, _ = exp.init()  # laid out on the run's devices
     tic = time.perf_counter()
     learn_chunk = exp.learn.lower(state).compile()
@@ -459,7 +464,7 @@ def describe(spec: dict) -> str:
 
 
 def row_error(specs: list[dict]) -> str | None:
-    """Worker: the first row whose config is invalid (:func:`stoixlite.cli_args.checked_run_config`,
+    """Worker: the first row whose config is invalid (:func:`stoixlite.cli.args.checked_run_config`,
     as ``rec_ppo`` would refuse it) or that asks for more devices than there are, as one line;
     ``None`` when every row can run. Runs in a subprocess like the rows, so that this process
     never starts an accelerator backend (and holds none of its memory while the rows run)."""
@@ -555,8 +560,7 @@ def markdown(rows: list[dict]) -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     if "--env-only" in argv:
-        sys.path.insert(0, str(Path(__file__).resolve().parent))
-        from benchmark_envs import main as env_benchmark
+        from benchmark_envs import main as env_benchmark  # the script beside this one
 
         env_benchmark([a for a in argv if a != "--env-only"])
         return 0

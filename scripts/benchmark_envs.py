@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 import platform
 import subprocess
-import sys
 import time
 import warnings
 from pathlib import Path
@@ -29,9 +28,7 @@ from pathlib import Path
 import jax
 import jax.numpy as jnp
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's stoixlite
-
-from stoixlite.cli_args import OneLineArgumentParser, fail, output_file_error  # noqa: E402
+from stoixlite.cli.args import OneLineArgumentParser, fail, output_file_error  # noqa: E402
 from stoixlite.envs.registry import available_envs, env_spec, make  # noqa: E402
 from stoixlite.envs.types import Discrete  # noqa: E402
 from stoixlite.envs.wrappers import ENV_AXIS, AutoResetWrapper, VmapWrapper  # noqa: E402

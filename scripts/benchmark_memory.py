@@ -38,10 +38,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))  # this checkout's stoixlite
-
-from stoixlite.cli_args import (  # noqa: E402
+from stoixlite.cli.args import (  # noqa: E402
     OneLineArgumentParser,
     compile_for_real,
     fail,
@@ -51,8 +48,6 @@ from stoixlite.cli_args import (  # noqa: E402
 
 
 def _registry():
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     from stoixlite.networks import memory
 
     return memory
@@ -109,8 +104,6 @@ def run_one(name: str, scan: str, length: int, batch: int, hidden: int, mode: st
     import jax.numpy as jnp
     import numpy as np
 
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     from stoixlite.networks.memory import build_memory
 
     compile_for_real()  # compile_s is a compilation, not a cache load
@@ -196,8 +189,6 @@ def _configs(models, lengths, only_scans=None, modes=("rollout", "train")):
 def _estimate_state_mb(
     name: str, length: int, batch: int, hidden: int, scan: str = "sequential"
 ) -> float:
-    if str(ROOT) not in sys.path:
-        sys.path.insert(0, str(ROOT))
     from stoixlite.networks.memory import build_memory
     from stoixlite.networks.memory.attention import WindowedAttention
 

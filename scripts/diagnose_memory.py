@@ -60,15 +60,15 @@ import numpy as np
 import optax
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
-
-from stoixlite.cli_args import OneLineArgumentParser, fail, output_file_error  # noqa: E402
-from stoixlite.cli_args import checked_run_config as _checked_run_config  # noqa: E402
+from stoixlite.cli.args import OneLineArgumentParser, fail, output_file_error  # noqa: E402
+from stoixlite.cli.args import checked_run_config as _checked_run_config  # noqa: E402
+from stoixlite.config.plan import plan_run  # noqa: E402
+from stoixlite.config.schema import RunConfig  # noqa: E402
+from stoixlite.config.strict import ConfigError  # noqa: E402
 from stoixlite.envs.registry import make  # noqa: E402
 from stoixlite.envs.wrappers import ObsAugmentWrapper  # noqa: E402
 from stoixlite.ppo.learner import make_optimizer  # noqa: E402
 from stoixlite.run.build import make_network  # noqa: E402
-from stoixlite.run.config import ConfigError, RunConfig  # noqa: E402
 
 MEASURES = ("reach", "hold", "copy", "intervene", "repeats", "probe")
 
@@ -372,9 +372,10 @@ def probe(
     plus the ``system.ent_coef`` entropy bonus for the two policy-gradient signals.
     ``window = W > 0`` trains with the gradient cut every W steps (see :func:`policy_logits`),
     like PPO's ``rollout_length`` / ``bptt_length`` sequences from stored carries."""
-    tx = make_optimizer(dataclasses.replace(cfg.ppo, anneal_lr=False))
+    ppo = plan_run(cfg).ppo
+    tx = make_optimizer(dataclasses.replace(ppo, anneal_lr=False))
     opt_state = tx.init(params)
-    gamma, ent_coef = cfg.ppo.gamma, cfg.ppo.ent_coef
+    gamma, ent_coef = ppo.gamma, ppo.ent_coef
 
     def right(data: dict[str, jax.Array]) -> jax.Array:
         """``[L, B, A]``: the actions that count as right at each step."""

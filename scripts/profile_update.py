@@ -17,7 +17,7 @@ times per call (a ``lax.scan``, like the learn chunk):
 Timings of all phases (and of PureJaxRL ppo.py's whole update with ``--purejaxrl``) are
 interleaved over ``--rounds`` rounds and reported as medians, so machine load affects them
 alike. ``--free-recurrence`` also times the epochs and the update with the memory's
-recurrence over T steps swapped for one elementwise pass (``recurrence_standins.py``): the
+recurrence over T steps swapped for one elementwise pass (``networks/memory/standins.py``): the
 bound that no faster implementation of the recurrence can beat with the model's other layers
 unchanged. ``--trace DIR`` also writes a ``jax.profiler`` trace of a few whole updates (open it with
 TensorBoard or Perfetto).
@@ -34,23 +34,18 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-from recurrence_standins import free_recurrence, standin_error  # noqa: E402
 
-from stoixlite.cli_args import (  # noqa: E402
+from stoixlite.cli.args import (  # noqa: E402
     OneLineArgumentParser,
     compile_for_real,
     output_dir_error,
 )
+from stoixlite.networks.memory.standins import free_recurrence, standin_error  # noqa: E402
 
 
 def phase_programs(exp, updates: int) -> tuple[dict[str, Callable], object]:
@@ -109,7 +104,8 @@ FREE_UPDATE = "update, recurrence free"
 
 def free_recurrence_programs(exp, updates: int, network: str, inputs: dict) -> dict:
     """The epochs and update phases compiled with ``network``'s recurrence as its stand-in
-    (:func:`recurrence_standins.free_recurrence`); their inputs (the real phases') are added to
+    (:func:`~stoixlite.networks.memory.standins.free_recurrence`); their inputs (the real
+    phases') are added to
     ``inputs`` under the new labels."""
     jax.clear_caches()  # nothing traced with the real recurrence may be reused
     out = {}
@@ -158,7 +154,7 @@ def main(argv: list[str] | None = None) -> None:
         if getattr(args, key) < 1:
             parser.error(f"--{key} {getattr(args, key)} must be at least 1")
 
-    from stoixlite.cli_args import checked_run_config
+    from stoixlite.cli.args import checked_run_config
     from stoixlite.run.build import build_run
 
     cfg, error = checked_run_config(args.overrides)

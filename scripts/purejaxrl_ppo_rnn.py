@@ -25,16 +25,12 @@ Usage::
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 from flax.linen.initializers import orthogonal
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from purejaxrl_ppo import Policy, Settings, build, final_return, main  # noqa: E402
+from purejaxrl_ppo import Policy, Settings, build, final_return, main  # the script beside this one
 
 WIDTH = 128
 

@@ -28,14 +28,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from stoixlite.cli_args import OneLineArgumentParser
+from stoixlite.cli.args import OneLineArgumentParser
+from stoixlite.cli.process import setup_process
+from stoixlite.config.strict import ConfigError
 from stoixlite.envs.actions import find_invalid_action_error
 from stoixlite.envs.registry import env_spec
 from stoixlite.envs.types import FIRST, MID, TimeStep
 from stoixlite.ppo.evaluate import make_evaluator
 from stoixlite.ppo.rollout import act
 from stoixlite.run.build import Run, make_env_stack
-from stoixlite.run.config import ConfigError
 from stoixlite.run.resume import find_checkpoint, load_run
 from stoixlite.specs import Discrete
 
@@ -157,7 +158,7 @@ def _positive(value: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    logging.getLogger("absl").setLevel(logging.ERROR)  # orbax's read-only notices
+    setup_process(absl_level=logging.ERROR)  # orbax's read-only notices
     parser = OneLineArgumentParser(
         prog="python -m stoixlite.evaluate", description=__doc__.split("\n")[0]
     )

@@ -2,7 +2,7 @@
 
 Composes the Hydra config (:data:`CONFIG_DIR`: shipped inside the package by a wheel, the
 repository's ``configs/`` otherwise, so it works from any working directory), parses it into the
-typed :class:`~stoixlite.run.config.RunConfig` (every mistake one line on stderr, exit code 2,
+typed :class:`~stoixlite.config.RunConfig` (every mistake one line on stderr, exit code 2,
 before anything compiles), then runs the host loop of :mod:`stoixlite.run.loop`: compiled learn
 chunks, evaluation between chunks, JSON-lines metrics, W&B (``logger=wandb``), checkpoints,
 progress bar, learning-curve plot. Returns the final mean evaluation return (what Hydra
@@ -11,20 +11,25 @@ sweepers optimise).
 ``resume=<run dir>`` continues an interrupted run in its own directory from its latest intact
 checkpoint, with the config saved there (command-line overrides given with ``resume`` are
 applied on top; a different network or env config is refused). The run directory, its checkpoint
-and the config match are checked before anything is compiled. In a multirun (``-m``) a failing
+and the config match are checked before anything is compiled; a run that stopped before its
+first checkpoint (nothing saved) is started afresh, by ``resume=`` or by the same command into
+the same directory, with one line saying so. In a multirun (``-m``) a failing
 job writes its traceback to ``<job dir>/error.txt``, returns NaN (a failed trial for Optuna) and
-the sweep goes on (and ends non-zero, see :mod:`stoixlite.sweep_callback`).
+the sweep goes on (and ends non-zero, see :mod:`stoixlite.cli.sweep_callback`).
 
 Every way a run can end badly is one line on stderr and a non-zero exit: a config error (2); a
 non-finite loss or parameter, no intact checkpoint or an unwritable output (1); SIGINT/SIGTERM
 (128 + signal; the line is the exact ``resume=`` command); Ctrl-C before training started, e.g.
-while compiling (130).
+while compiling (130, ending the process without interpreter teardown: see :class:`Abandoned`).
+A run refused before it started removes the ``.hydra/`` files and empty log Hydra created for it.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import os
+import shutil
 import sys
 import traceback
 from pathlib import Path
@@ -34,29 +39,30 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from stoixlite.run.config import ConfigError, RunConfig, parse, parse_distributed
-
-# The Hydra configs: inside the package in a wheel (copied by setup.py), else the repository's
-# top-level configs/ (source tree, editable install).
-_PACKAGED_CONFIGS = Path(__file__).resolve().parent / "configs"
-CONFIG_DIR = (
-    _PACKAGED_CONFIGS
-    if _PACKAGED_CONFIGS.is_dir()
-    else Path(__file__).resolve().parent.parent / "configs"
-)
-# `${slug:env.name}` in run directory names: "popgym/repeat_previous" -> "popgym-repeat_previous".
-if not OmegaConf.has_resolver("slug"):
-    OmegaConf.register_new_resolver("slug", lambda value: str(value).replace("/", "-"))
+from stoixlite.cli.configs import CONFIG_DIR, sweep_name
+from stoixlite.config.parse import parse, parse_distributed
+from stoixlite.config.schema import RunConfig
+from stoixlite.config.strict import ConfigError
 
 log = logging.getLogger("stoixlite")
 
 
-def train(cfg: RunConfig | DictConfig, run_dir: Path, resume: bool = False) -> float:
-    """Train one agent as configured, writing outputs to ``run_dir``; returns the final eval
-    return (see :func:`stoixlite.run.loop.train`)."""
+def read_config(cfg: DictConfig) -> RunConfig:
+    """The composed config, read once: the processes of a multi-process run join first (from
+    the ``distributed`` group alone: the registries that :func:`parse` consults start JAX),
+    then the whole config is parsed and checked."""
+    from stoixlite.run.distributed import initialize
+
+    initialize(parse_distributed(cfg))
+    return parse(cfg)
+
+
+def train(cfg: DictConfig, run_dir: Path, resume: bool = False) -> float:
+    """Train one agent as composed, writing outputs to ``run_dir``; returns the final eval
+    return (:func:`read_config`, then :func:`stoixlite.run.loop.train`)."""
     from stoixlite.run.loop import train as run
 
-    return run(cfg, run_dir, resume=resume)
+    return run(read_config(cfg), run_dir, resume=resume)
 
 
 def _interrupted_line(run_dir: Path) -> str:
@@ -69,7 +75,30 @@ def _interrupted_line(run_dir: Path) -> str:
             f"interrupted before the next checkpoint; resume with "
             f"`python -m stoixlite.rec_ppo resume={run_dir}`"
         )
-    return f"interrupted before the first checkpoint: nothing to resume in {run_dir}"
+    return (
+        f"interrupted before the first checkpoint: nothing was saved in {run_dir}; the same "
+        "command (or resume=) starts it afresh"
+    )
+
+
+class Abandoned(SystemExit):
+    """Ctrl-C outside the training loop (building or compiling, or a second Ctrl-C): exit 130.
+
+    XLA's compiler can be interrupted midway (it checks for signals); the interpreter's teardown
+    then crashes in native destructors (a segmentation fault, exit 139, after the one line). The
+    command line therefore ends such a process with :func:`_exit_now`, skipping the teardown;
+    in-process callers (tests, the API) get this ``SystemExit`` as usual."""
+
+
+def _exit_now(code: int) -> None:
+    """Flush what was written and end the process without interpreter teardown."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # a closed or broken stream: nothing more to write anyway
+            pass
+    os._exit(code)
 
 
 def _job_failed(run_dir: Path, message: str, summary: str | None = None) -> float:
@@ -84,19 +113,17 @@ def _job_failed(run_dir: Path, message: str, summary: str | None = None) -> floa
 
 @hydra.main(version_base=None, config_path=str(CONFIG_DIR), config_name="config")
 def main(cfg: DictConfig) -> float:
-    from stoixlite.run.distributed import DistributedError, initialize
+    from stoixlite.cli.process import setup_process
+    from stoixlite.cli.resume import resume_config
+    from stoixlite.run.distributed import DistributedError
     from stoixlite.run.divergence import NonFiniteError
-    from stoixlite.run.loop import RunDirInUseError
-    from stoixlite.run.resume import resume_config
+    from stoixlite.run.loop import train as run
+    from stoixlite.run.resume import check_resumable
+    from stoixlite.run.run_dir import RunDirInUseError, stopped_before_first_checkpoint
     from stoixlite.run.signals import TrainingInterrupted
-    from stoixlite.tracking.checkpointing import (
-        CheckpointCorruptError,
-        CheckpointMismatchError,
-        check_resumable,
-    )
+    from stoixlite.tracking.checkpointing import CheckpointCorruptError, CheckpointMismatchError
 
-    logging.getLogger("jax").setLevel(logging.WARNING)
-    logging.getLogger("absl").setLevel(logging.WARNING)  # orbax is chatty at INFO
+    setup_process()
     hydra_cfg = HydraConfig.get()
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
     run_dir = Path(hydra_cfg.runtime.output_dir)
@@ -107,11 +134,13 @@ def main(cfg: DictConfig) -> float:
         if resume:
             run_dir = Path(str(resume)).expanduser().resolve()
             cfg = resume_config(cfg, run_dir, list(hydra_cfg.overrides.task))
-        initialize(parse_distributed(cfg))  # before parse: the registries start JAX
-        run_cfg = parse(cfg)
+        run_cfg = read_config(cfg)
+        # A run that stopped before its first checkpoint has nothing to resume: started afresh.
+        if resume and stopped_before_first_checkpoint(run_dir):
+            resume = None
         if resume:
             check_resumable(run_cfg, run_dir)
-        return train(run_cfg, run_dir, resume=bool(resume))
+        return run(run_cfg, run_dir, resume=bool(resume), sweep=sweep_name())
     except (
         ConfigError,
         CheckpointMismatchError,
@@ -126,24 +155,77 @@ def main(cfg: DictConfig) -> float:
         kind = "config error" if isinstance(err, ConfigError) else "error"
         for line in str(err).splitlines():
             print(f"{kind}: {line}", file=sys.stderr)
+        _remove_litter(Path(hydra_cfg.runtime.output_dir))
         sys.exit(1 if isinstance(err, (NonFiniteError, CheckpointCorruptError)) else 2)
     except OSError as err:  # a full disk, an unwritable output directory
         if multirun:
             return _job_failed(run_dir, f"{type(err).__name__}: {err}\n")
-        print(f"error: cannot write the run's outputs: {err}", file=sys.stderr)
+        from stoixlite.tracking.checkpointing import CheckpointWriteError
+
+        what = "" if isinstance(err, CheckpointWriteError) else "cannot write the run's outputs: "
+        print(f"error: {what}{err}", file=sys.stderr)
         sys.exit(1)
     except TrainingInterrupted as stop:
         print(str(stop), file=sys.stderr)
         raise
     except KeyboardInterrupt:
         print(_interrupted_line(run_dir), file=sys.stderr)
-        sys.exit(130)
+        raise Abandoned(130) from None
     except Exception as err:
         if not multirun:
             raise
         # the exception's own first line, not what a library appended to the traceback
         only = "".join(traceback.format_exception_only(type(err), err)).strip().splitlines()
         return _job_failed(run_dir, traceback.format_exc(), only[0] if only else None)
+
+
+# What existed before Hydra created this run's directory (set by :func:`cli` for a single run):
+# a run refused with a config error removes what it created there, and nothing else.
+_EXISTED: set[Path] | None = None
+
+
+def _existing_paths(argv: list[str]) -> set[Path] | None:
+    """The paths, among those Hydra may create for this single run, that exist now: the run
+    directory named by ``hydra.run.dir`` (or the default ``outputs/<date>/<time>...`` tree, two
+    levels deep), its parents, and its ``.hydra/`` and log files. ``None`` for a multirun."""
+    from stoixlite.cli.overrides import MULTIRUN_FLAGS
+
+    if any(arg in MULTIRUN_FLAGS for arg in argv):
+        return None
+    given = [a.split("=", 1)[1] for a in argv if a.split("=", 1)[0] == "hydra.run.dir"]
+    if given and "${" not in given[-1]:
+        runs = [Path(given[-1].strip("'\"")).expanduser().resolve()]
+        root = runs[0]
+    else:  # the default: outputs/<date>/<time>_<env>_<network> (see configs/config.yaml)
+        root = Path("outputs").resolve()
+        dates = [d for d in root.iterdir() if d.is_dir()] if root.is_dir() else []
+        runs = [r for d in dates for r in d.iterdir() if r.is_dir()]
+    existed = {q for q in (root, *root.parents) if q.exists()}
+    for run in (r for r in runs if r.is_dir()):
+        existed |= {run, run.parent, run / ".hydra", *run.glob("*.log")}
+    return {q for q in existed if q.exists()}
+
+
+def _remove_litter(run_dir: Path) -> None:
+    """Remove what Hydra created for a run that failed before it started (a config error, a
+    resume with no intact checkpoint): its ``.hydra/``, an empty log, and the directories it
+    created that are left empty; nothing that existed before, nor anything of a run that
+    started (its outputs are there: ``.hydra/`` stays with them)."""
+    from stoixlite.run.run_dir import held_outputs
+
+    if _EXISTED is None or held_outputs(run_dir):
+        return
+    run_dir = run_dir.resolve()
+    hydra_dir = run_dir / ".hydra"
+    if hydra_dir.is_dir() and hydra_dir not in _EXISTED:
+        shutil.rmtree(hydra_dir, ignore_errors=True)
+    for log_file in run_dir.glob("*.log") if run_dir.is_dir() else ():
+        if log_file not in _EXISTED and log_file.stat().st_size == 0:
+            log_file.unlink(missing_ok=True)
+    for directory in (run_dir, *run_dir.parents):
+        if directory in _EXISTED or not directory.is_dir() or any(directory.iterdir()):
+            break
+        directory.rmdir()
 
 
 def _output_dir_error(argv: list[str]) -> str | None:
@@ -160,12 +242,15 @@ def _output_dir_error(argv: list[str]) -> str | None:
 
 
 def cli(argv: list[str] | None = None) -> None:
-    """The command line: overrides checked first (one line, exit 2, :mod:`stoixlite.run.overrides`),
+    """The command line: overrides checked first (one line, exit 2, :mod:`stoixlite.cli.overrides`),
     then :func:`main` under Hydra."""
-    from stoixlite.run.overrides import override_error, resume_in_place
+    from stoixlite.cli.overrides import override_error, resume_in_place
 
+    global _EXISTED
     argv = sys.argv[1:] if argv is None else argv
-    error = override_error(argv, CONFIG_DIR) or _output_dir_error(argv)
+    error = override_error(argv, CONFIG_DIR)
+    _EXISTED = _existing_paths([*argv, *resume_in_place(argv)]) if error is None else None
+    error = error or _output_dir_error(argv)
     if error is not None:
         print(f"config error: {error}", file=sys.stderr)
         sys.exit(2)
@@ -174,4 +259,7 @@ def cli(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    cli()
+    try:
+        cli()
+    except Abandoned as stop:  # no interpreter teardown after an interrupted compile
+        _exit_now(int(stop.code))

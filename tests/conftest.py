@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -18,7 +19,12 @@ import pytest  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from stoixlite.rec_ppo import CONFIG_DIR  # noqa: E402
+from stoixlite.cli.configs import CONFIG_DIR  # noqa: E402
+from stoixlite.cli.process import setup_process  # noqa: E402
+from stoixlite.config.parse import parse  # noqa: E402
+from stoixlite.config.schema import RunConfig  # noqa: E402
+
+setup_process()  # the tests run what the entry points run, in a process set up like theirs
 
 # A tiny but complete training configuration: fast to compile and run.
 TINY = [
@@ -43,13 +49,20 @@ def compose_config(overrides: list[str]) -> DictConfig:
         return compose("config", overrides=list(overrides))
 
 
+def run_config(overrides: list[str]) -> RunConfig:
+    """The parsed run config of `configs/config.yaml` with Hydra overrides applied."""
+    return parse(compose_config(overrides))
+
+
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
 
 
 def load_script(name: str) -> ModuleType:
-    """``scripts/<name>.py`` imported as a module (the scripts are not a package)."""
+    """``scripts/<name>.py`` imported as module ``name`` (the scripts are not a package), the way
+    ``import`` would (registered in ``sys.modules`` first, which dataclasses look up)."""
     spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 

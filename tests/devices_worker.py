@@ -19,19 +19,18 @@ import signal
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
-from conftest import TINY, compose_config  # noqa: E402
+from conftest import TINY, compose_config, run_config  # noqa: E402
 
+from stoixlite.cli.resume import resume_config  # noqa: E402
+from stoixlite.config.parse import parse  # noqa: E402
+from stoixlite.rec_ppo import train as train_composed  # noqa: E402
 from stoixlite.run.build import build_run  # noqa: E402
 from stoixlite.run.loop import train  # noqa: E402
-from stoixlite.run.resume import resume_config  # noqa: E402
 from stoixlite.run.sharding import to_host  # noqa: E402
 from stoixlite.run.signals import TrainingInterrupted  # noqa: E402
-from stoixlite.tracking.checkpointing import pack_state  # noqa: E402
+from stoixlite.tracking.state_arrays import pack_state  # noqa: E402
 
 # 2 chunks of 1 update of 8 envs x 8 steps; each minibatch's 4 sequences split over 4 devices.
 LOOP = TINY + [
@@ -60,14 +59,14 @@ def devices(n: int) -> list[str]:
 
 def loop(out: Path) -> None:
     for n in (1, 4, 2):
-        train(compose_config(LOOP + devices(n)), out / f"d{n}")
+        train(run_config(LOOP + devices(n)), out / f"d{n}")
 
     def stop_after_first_chunk(chunk: int, record: dict) -> None:
         if chunk == 0:
             os.kill(os.getpid(), signal.SIGTERM)
 
     try:
-        cfg = compose_config(LOOP + devices(4))
+        cfg = run_config(LOOP + devices(4))
         train(cfg, out / "stopped", on_chunk_end=stop_after_first_chunk)
     except TrainingInterrupted:
         pass
@@ -76,12 +75,13 @@ def loop(out: Path) -> None:
     for n in (4, 2):
         run_dir = out / f"resumed_on_{n}"
         overrides = devices(n)
-        train(resume_config(compose_config(LOOP + overrides), run_dir, overrides), run_dir, True)
+        resumed = resume_config(compose_config(LOOP + overrides), run_dir, overrides)
+        train(parse(resumed), run_dir, True)
 
 
 def learn(out: Path) -> None:
     for n in (1, 2, 4):
-        run = build_run(compose_config(LEARN + devices(n)))
+        run = build_run(run_config(LEARN + devices(n)))
         state, _ = run.init()
         metrics = []
         for _ in range(2):
@@ -103,7 +103,8 @@ def process(out: Path, process_id: int, port: int) -> None:
         f"distributed.process_id={process_id}",
         "distributed.timeout_s=300",
     ]
-    train(compose_config(LOOP + joined), out / "hosts")  # JAX starts inside, after joining
+    # The entry's train: the processes join before the config is parsed (JAX starts there).
+    train_composed(compose_config(LOOP + joined), out / "hosts")
     assert jax.process_count() == 2 and jax.local_device_count() == 2
 
 

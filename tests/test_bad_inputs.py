@@ -19,11 +19,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TINY, compose_config
+from conftest import TINY, run_config
 
 from stoixlite.run import loop, resume
 from stoixlite.run.signals import TrainingInterrupted
 from stoixlite.tracking.checkpointing import checkpoint_dir
+from stoixlite.tracking.jsonl import read_jsonl
 
 RUN = TINY + ["arch.total_timesteps=128", "arch.num_evaluations=2", "logger.plot=false"]
 
@@ -125,17 +126,85 @@ BAD_INPUTS: list[tuple[list[str], str, int]] = [
         CONFIG,
     ),
     (["hydra.run.dir=/proc/stoixlite_run"], "hydra.run.dir=/proc/stoixlite_run is invalid", CONFIG),
+    # inputs that were not one line (issue 38)
+    (
+        ["env=sets/card_table", "env.kwargs=5"],
+        "env.kwargs=5 is invalid: must be a mapping of sets/card_table's keyword arguments",
+        CONFIG,
+    ),
+    (
+        ["arch.num_envs=${oc.env:STOIXLITE_UNSET_VAR}"],
+        "arch.num_envs=${oc.env:STOIXLITE_UNSET_VAR} is invalid: the interpolation does not "
+        "resolve (Environment variable 'STOIXLITE_UNSET_VAR' not found)",
+        CONFIG,
+    ),
+    (
+        ["system.lr=${system.nope}"],
+        "system.lr=${system.nope} is invalid: the interpolation does not resolve "
+        "(Interpolation key 'system.nope' not found)",
+        CONFIG,
+    ),
+    (["--foo"], "--foo is invalid: not an option (options: -m/--multirun", CONFIG),
+    (["-x"], "-x is invalid: not an option", CONFIG),
+    (["hydra.run.dir="], "hydra.run.dir='' is invalid: give a directory", CONFIG),
+    (["hydra.sweep.dir= "], "hydra.sweep.dir='' is invalid: give a directory", CONFIG),
+    (["=5"], "=5 is invalid: no key before '=' (give key=value", CONFIG),
+    (["+=5"], "+=5 is invalid: no key before '='", CONFIG),
+    (["arch.séed=3"], "the key 'arch.séed' has a non-ASCII character 'é'", CONFIG),
+    (["systém.lr=0.1"], "did you mean system.lr?", CONFIG),
     # resume= and run-directory files
     (["resume="], "resume='' is invalid: give a run directory", CONFIG),
-    (["resume={missing}"], "no such directory", CONFIG),
-    (["resume={empty}"], "no config.yaml there", CONFIG),
-    (["resume={nockpt}"], "no checkpoint in", CONFIG),
+    (["resume={missing}"], "resume={missing}: no such directory", CONFIG),
+    (["resume={empty}"], "resume={empty}: no config.yaml there", CONFIG),
+    (["resume={nockpt}"], "its checkpoints/ directory is missing (deleted", CONFIG),
     (["resume={garbage}"], "config.yaml is", CONFIG),
     (["resume={zeroed}"], "no intact checkpoint in", FAILED),
     (["resume={run}", "network.hidden_size=16"], "different network/env config", CONFIG),
     (["resume={run}", "system.lr=inf"], "system.lr=inf is invalid", CONFIG),
     # one mistake (num_envs=5 would also break the budget: the typed parse lists both, one each)
     (["resume={run}", "arch.num_envs=3"], "must divide arch.num_envs=3", CONFIG),
+]
+
+# Every typed key with a value of the wrong type or out of range (issue 38): the line names the
+# key and the value as the typed parse read it (1e400 is read as inf).
+_INT_KEYS = (
+    *("arch.num_envs", "arch.num_eval_envs", "arch.eval_max_steps", "arch.num_seeds"),
+    *("arch.max_rollbacks", "arch.num_evaluations", "arch.seed", "arch.total_timesteps"),
+    *("system.rollout_length", "system.epochs", "system.num_minibatches", "system.bptt_length"),
+    *("system.burn_in", "system.rollout_unroll", "checkpoint.every", "checkpoint.keep_last"),
+    *("network.hidden_size", "network.embed_size", "network.encoder_layers"),
+    *("network.head_size", "network.head_layers"),
+)
+_FLOAT_KEYS = (
+    *("system.gamma", "system.gae_lambda", "system.clip_eps", "system.value_clip_eps"),
+    *("system.vf_coef", "system.ent_coef", "system.lr", "system.max_grad_norm", "system.adam_eps"),
+)
+_BOOL_KEYS = (
+    *("system.anneal_lr", "system.normalize_advantages", "system.stateless_transitions"),
+    *("arch.eval_greedy", "checkpoint.enabled", "checkpoint.keep_best", "logger.progress"),
+    *("logger.jsonl", "logger.plot", "network.shared_memory"),
+)
+_CHOICE_KEYS = (
+    *("network.encoder", "network.set_pooling", "network.activation", "arch.on_nonfinite"),
+    "system.rollout_carries",
+)
+TYPED_BAD_INPUTS: list[tuple[list[str], str, int]] = [
+    *[
+        ([f"{key}={given}"], f"{key}={shown} is invalid", CONFIG)
+        for key in _INT_KEYS
+        for given, shown in (("abc", "'abc'"), ("1.5", "1.5"), ("[1]", "[1]"))
+    ],
+    *[
+        ([f"{key}={given}"], f"{key}={shown} is invalid", CONFIG)
+        for key in _FLOAT_KEYS
+        for given, shown in (("abc", "'abc'"), ("[1]", "[1]"), ("1e400", "inf"))
+    ],
+    *[
+        ([f"{key}={given}"], f"{key}={shown} is invalid", CONFIG)
+        for key in _BOOL_KEYS
+        for given, shown in (("maybe", "'maybe'"), ("2", "2"))
+    ],
+    *[([f"{key}=xyz"], f"{key}='xyz' is invalid", CONFIG) for key in _CHOICE_KEYS],
 ]
 
 
@@ -151,7 +220,7 @@ def _digest(root: Path) -> dict[str, str]:
 def dirs(tmp_path_factory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("bad_inputs")
     run = base / "run"
-    loop.train(compose_config(RUN), run)
+    loop.train(run_config(RUN), run)
     nockpt, zeroed, garbage = base / "nockpt", base / "zeroed", base / "garbage"
     for copy in (nockpt, zeroed, garbage):
         shutil.copytree(run, copy)
@@ -191,20 +260,40 @@ def run_cli(argv: list[str], capsys, monkeypatch) -> tuple[int, str, str]:
     return code, captured.out, captured.err
 
 
+def _names_the_input(line: str, argv: list[str]) -> bool:
+    """Whether ``line`` names a key or a value of the input (the key of an override, or its
+    group option, or the flag), so that the user sees which input is wrong."""
+    for arg in argv:
+        if arg.startswith("hydra.run.dir=") and arg not in line and "hydra.run.dir" not in line:
+            continue
+        key, _, value = arg.partition("=")
+        key = key.lstrip("+~")
+        for word in (key, value.split(",")[-1], arg):
+            if word and word in line:
+                return True
+    return False
+
+
 def test_the_table_is_long_enough():
-    assert len(BAD_INPUTS) >= 60
+    assert len(BAD_INPUTS) + len(TYPED_BAD_INPUTS) >= 200
 
 
-@pytest.mark.parametrize(("args", "expected", "status"), BAD_INPUTS)
+@pytest.mark.parametrize(("args", "expected", "status"), BAD_INPUTS + TYPED_BAD_INPUTS)
 def test_bad_input_is_one_line(dirs, capsys, monkeypatch, args, expected, status):
     before = {name: _digest(path) for name, path in dirs.items() if path.is_dir()}
-    argv = [a.format(**{k: str(v) for k, v in dirs.items()}) for a in args]
+    argv = list(args)
+    for name, path in dirs.items():
+        argv = [a.replace(f"{{{name}}}", str(path)) for a in argv]
     argv.append(f"hydra.run.dir={dirs['scratch']}")
     code, out, err = run_cli(argv, capsys, monkeypatch)
     lines = [line for line in err.splitlines() if line.strip()]
+    for name, path in dirs.items():
+        expected = expected.replace(f"{{{name}}}", str(path))
     assert code == status, (code, err)
     assert len(lines) == 1 and expected in lines[0], err
+    assert _names_the_input(lines[0], argv), lines[0]
     assert "Traceback" not in out + err
+    assert not (dirs["scratch"] / ".hydra").exists()  # a refused run leaves no Hydra files
     after = {name: _digest(path) for name, path in dirs.items() if path.is_dir()}
     assert {k: v for k, v in after.items() if k != "scratch"} == {
         k: v for k, v in before.items() if k != "scratch"
@@ -225,7 +314,10 @@ def test_ctrl_c_while_compiling_a_new_run_is_one_line(dirs, capsys, monkeypatch)
     run_dir = dirs["scratch"] / "new"
     code, out, err = run_cli([*RUN, f"hydra.run.dir={run_dir}"], capsys, monkeypatch)
     assert code == INTERRUPTED
-    assert err.strip() == f"interrupted before the first checkpoint: nothing to resume in {run_dir}"
+    assert err.strip() == (
+        f"interrupted before the first checkpoint: nothing was saved in {run_dir}; the same "
+        "command (or resume=) starts it afresh"
+    )
 
 
 def test_ctrl_c_while_compiling_a_resume_prints_the_resume_command(dirs, capsys, monkeypatch):
@@ -279,7 +371,7 @@ def test_evaluate_bad_input_is_one_line_before_building(dirs, capsys, monkeypatc
 def test_stop_signal_prints_the_resume_command(dirs, capsys, monkeypatch):
     run_dir = dirs["scratch"] / "stopped"
 
-    def stopped(cfg, run_dir, resume=False):
+    def stopped(cfg, run_dir, resume=False, **kwargs):
         raise TrainingInterrupted(signal.SIGTERM, run_dir, 1)
 
     monkeypatch.setattr(loop, "train", stopped)
@@ -292,12 +384,13 @@ def test_stop_signal_prints_the_resume_command(dirs, capsys, monkeypatch):
 
 
 def test_full_disk_is_one_line_and_keeps_the_checkpoints(dirs, capsys, monkeypatch, tmp_path):
-    from stoixlite.tracking.checkpointing import Checkpointer, config_fingerprint
+    from stoixlite.run.resume import config_fingerprint
+    from stoixlite.tracking.checkpointing import Checkpointer
     from stoixlite.tracking.jsonl import JsonlWriter
 
     run_dir = tmp_path / "run"
     shutil.copytree(dirs["run"], run_dir)
-    cfg = compose_config(RUN)
+    cfg = run_config(RUN)
     shutil.rmtree(checkpoint_dir(run_dir) / "2")  # the run stopped after its first checkpoint
     kept = _digest(checkpoint_dir(run_dir))
 
@@ -331,10 +424,10 @@ def test_a_new_run_refuses_a_directory_that_holds_a_run(dirs, capsys, monkeypatc
 
 
 def test_run_outputs_are_what_a_run_writes(tmp_path):
-    """``overrides.RUN_OUTPUTS`` (checked before Hydra starts, without importing JAX) names the
+    """``tracking.files.RUN_OUTPUTS`` (checked before Hydra starts, without importing JAX) names the
     files the loop, the recorder and the checkpointer write."""
-    from stoixlite.run.overrides import RUN_OUTPUTS
     from stoixlite.run.resume import CONFIG_FILE
+    from stoixlite.tracking.files import RUN_OUTPUTS
     from stoixlite.tracking.recorder import METRICS_FILE
 
     assert set(RUN_OUTPUTS) == {CONFIG_FILE, METRICS_FILE, checkpoint_dir(tmp_path).name}
@@ -354,7 +447,7 @@ def test_what_another_process_writes_after_the_meeting_is_not_a_held_run(tmp_pat
         checkpoint_dir(run_dir).mkdir(parents=True)  # process 0, meanwhile
 
     monkeypatch.setattr(loop, "check_agreement", meet)
-    loop.train(compose_config(RUN), run_dir)
+    loop.train(run_config(RUN), run_dir)
     assert seen["run_dir_outputs"] == ""
     assert (run_dir / "metrics.jsonl").exists()
 
@@ -364,5 +457,132 @@ def test_the_training_loop_refuses_a_directory_that_holds_a_run(dirs):
     resolve to the same timestamped directory): raised before anything is written."""
     before = _digest(dirs["run"])
     with pytest.raises(loop.RunDirInUseError, match="already holds a run"):
-        loop.train(compose_config(RUN), dirs["run"])
+        loop.train(run_config(RUN), dirs["run"])
     assert _digest(dirs["run"]) == before
+
+
+def test_a_full_disk_while_checkpointing_is_one_line(dirs, capsys, monkeypatch, tmp_path):
+    """TensorStore reports a full disk as ``ValueError('RESOURCE_EXHAUSTED: ...')``, not as an
+    ``OSError`` (issue 38): the checkpoint writer fails that way from the second checkpoint on.
+    One line naming the directory, the full disk and the checkpoint kept; the partial
+    checkpoint's temporary directory is removed; resume continues from the kept one."""
+    from orbax.checkpoint._src.serialization import serialization
+
+    from stoixlite.run.resume import config_fingerprint
+    from stoixlite.tracking.checkpointing import Checkpointer
+
+    real = serialization.async_serialize_from_host
+
+    async def full(*args, **kwargs):
+        if (checkpoint_dir(run_dir) / "1").is_dir():  # the first checkpoint is written
+            raise ValueError(
+                'RESOURCE_EXHAUSTED: Error writing "leaf_00018/0" in OCDBT database: Failed to '
+                "write 1308827 bytes to file 19: No space left on device [os_error_code='28']"
+            )
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(serialization, "async_serialize_from_host", full)
+    run_dir = tmp_path / "run"
+    code, out, err = run_cli([*RUN, f"hydra.run.dir={run_dir}"], capsys, monkeypatch)
+    lines = [line for line in err.splitlines() if line.strip()]
+    ckpts = checkpoint_dir(run_dir)
+    assert code == FAILED and lines == [
+        f"error: cannot save checkpoint 2 in {ckpts}: the disk is full (no space left on "
+        f"device); its partial files were removed; checkpoint 1 is kept and intact: free some "
+        f"space, then `python -m stoixlite.rec_ppo resume={run_dir}` continues from it"
+    ], err
+    assert sorted(p.name for p in ckpts.iterdir()) == ["1"]  # no temporary directory left
+    with Checkpointer(ckpts, config_fingerprint(run_config(RUN)), read_only=True) as ckpt:
+        assert ckpt.newest_intact()[0] == 1
+
+
+def _stopped_while_compiling(run_dir: Path, capsys, monkeypatch) -> None:
+    """A new run in ``run_dir`` stopped by Ctrl-C while its learn program compiles (after its
+    ``config.yaml`` and empty ``checkpoints/`` were written)."""
+    from stoixlite.run.build import Run
+
+    def compile_programs(self, state, key):
+        signal.default_int_handler(signal.SIGINT, None)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Run, "compile_programs", compile_programs)
+        code, out, err = run_cli([*RUN, f"hydra.run.dir={run_dir}"], capsys, monkeypatch)
+    assert code == INTERRUPTED and "nothing was saved" in err, err
+    assert (run_dir / "config.yaml").exists() and checkpoint_dir(run_dir).is_dir()
+
+
+def test_the_same_command_after_a_stop_before_the_first_checkpoint_starts_afresh(
+    tmp_path, capsys, monkeypatch
+):
+    """Issue 38: running the same command into the same directory was refused ("already holds
+    a run"), and so was resume= ("no checkpoint"): a dead end."""
+    run_dir = tmp_path / "run"
+    _stopped_while_compiling(run_dir, capsys, monkeypatch)
+    code, out, err = run_cli([*RUN, f"hydra.run.dir={run_dir}"], capsys, monkeypatch)
+    assert code == 0, err
+    assert out.splitlines()[0] == (
+        f"{run_dir} holds a run that stopped before its first checkpoint (nothing was saved): "
+        "starting it afresh"
+    )
+    assert [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl")] == [64, 128]
+
+
+def test_resume_after_a_stop_before_the_first_checkpoint_starts_afresh(
+    tmp_path, capsys, monkeypatch
+):
+    """The same with resume=, after non-finite values in the first chunk (its record not
+    saved, no checkpoint written)."""
+    run_dir = tmp_path / "run"
+    with monkeypatch.context() as patch:
+        patch.setattr(loop, "first_nonfinite", lambda metrics, finite: ("loss/total", 0))
+        code, out, err = run_cli([*RUN, f"hydra.run.dir={run_dir}"], capsys, monkeypatch)
+    assert code == FAILED and "non-finite loss/total in chunk 1" in err, err
+    code, out, err = run_cli([f"resume={run_dir}"], capsys, monkeypatch)
+    assert code == 0, err
+    assert f"{run_dir} holds a run that stopped before its first checkpoint" in out.splitlines()[0]
+    assert [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl")] == [64, 128]
+    assert sorted(int(p.name) for p in checkpoint_dir(run_dir).iterdir()) == [1, 2]
+
+
+def test_resume_of_a_run_whose_checkpoints_were_deleted_says_so(dirs, capsys, monkeypatch):
+    """A deleted ``checkpoints/`` was reported as "stopped before saving its first one"."""
+    code, out, err = run_cli([f"resume={dirs['nockpt']}"], capsys, monkeypatch)
+    assert code == CONFIG and err.strip() == (
+        f"error: no checkpoint in {dirs['nockpt']}: its checkpoints/ directory is missing "
+        "(deleted, or the run had checkpoint.enabled=false), so there is nothing to resume or "
+        "load; start a new run in another directory"
+    ), err
+
+
+def test_a_refused_run_leaves_no_litter(tmp_path):
+    """Issue 38: a run refused with a config error left ``.hydra/`` and an empty log in its run
+    directory, and ``resume=<bad path>`` created ``outputs/<date>/...``. What the refused run
+    created is removed; what was there before stays."""
+    import os
+    import subprocess
+
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / "notes.txt").write_text("mine")
+    cases = [
+        ["env=sets/card_table", "env.kwargs=5", f"hydra.run.dir={tmp_path / 'new' / 'run'}"],
+        ["env=sets/card_table", "env.kwargs=5", f"hydra.run.dir={kept}"],
+        ["env=sets/card_table", "env.kwargs=5"],  # the default outputs/<date>/<time>_... dir
+        [f"resume={tmp_path / 'nope'}"],
+    ]
+    for args in cases:
+        proc = subprocess.run(
+            [sys.executable, "-m", "stoixlite.rec_ppo", *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        lines = [line for line in proc.stderr.splitlines() if line.strip()]
+        assert proc.returncode == CONFIG and len(lines) == 1, proc.stderr
+        assert lines[0].startswith("config error: "), lines
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept"]  # no new/, no outputs/
+    assert [p.name for p in kept.iterdir()] == ["notes.txt"]

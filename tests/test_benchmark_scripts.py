@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 from conftest import SCRIPTS, load_script
 
+from stoixlite.networks.memory.standins import STANDINS
+
 SCRIPT = SCRIPTS / "benchmark.py"
 MEMORY_SCRIPT = SCRIPTS / "benchmark_memory.py"
 
@@ -60,8 +62,9 @@ def test_bad_input_is_a_one_line_error(script, args, message):
 
 def test_purejaxrl_ppo_rnn_network_and_updates():
     """ppo_rnn.py's shape (embedding, GRU and heads 128); two tiny updates train finitely."""
-    sys.path.insert(0, str(SCRIPTS))
-    from purejaxrl_ppo_rnn import GRUActorCritic, Settings, build, gru_policy, zero_state
+    rnn = load_script("purejaxrl_ppo_rnn")
+    GRUActorCritic, Settings, build = rnn.GRUActorCritic, rnn.Settings, rnn.build
+    gru_policy, zero_state = rnn.gru_policy, rnn.zero_state
 
     n, obs_dim = 4, 4  # CartPole
     settings = Settings(num_envs=n, rollout_length=8, total_timesteps=64)
@@ -111,8 +114,8 @@ def test_purejaxrl_ppo_rnn_network_and_updates():
 
 def test_purejaxrl_ppo_network_and_updates():
     """ppo.py's shape (separate 2 x 64 tanh actor and critic); two tiny updates train."""
-    sys.path.insert(0, str(SCRIPTS))
-    from purejaxrl_ppo import Settings, build, feedforward_policy
+    ppo = load_script("purejaxrl_ppo")
+    Settings, build, feedforward_policy = ppo.Settings, ppo.build, ppo.feedforward_policy
 
     settings = Settings(num_envs=4, rollout_length=8, total_timesteps=64)
     init, run_updates = build(settings, feedforward_policy)
@@ -174,8 +177,7 @@ def test_purejaxrl_dir_adapts_a_checkout_at_run_time(tmp_path):
     (folder / "ppo_rnn.py").write_text(FAKE_PPO)
     (folder / "wrappers.py").write_text(FAKE_WRAPPERS)
     code = f"""
-import sys, math
-sys.path.insert(0, {str(SCRIPTS)!r})
+import math
 import jax, benchmark
 module = benchmark.load_purejaxrl({str(tmp_path)!r}, "ppo.py")
 out = module.make_train({{"ENV_NAME": "CartPole-v1"}})(jax.random.PRNGKey(0))["metrics"]
@@ -185,7 +187,9 @@ import flax.linen as nn
 assert nn.GRUCell().features == 128
 print("ok")
 """
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=SCRIPTS
+    )
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
 
 
@@ -195,8 +199,7 @@ def test_reference_rows_at_ppo_py_widths_use_the_feedforward_shape():
     different networks)."""
     from omegaconf import OmegaConf
 
-    sys.path.insert(0, str(SCRIPTS))
-    import benchmark
+    benchmark = load_script("benchmark")
 
     feedforward = OmegaConf.load(SCRIPTS.parent / "configs" / "network" / "feedforward.yaml")
     widths = dict(o.removeprefix("network.").split("=") for o in benchmark.PPO_PY_WIDTHS)
@@ -246,8 +249,10 @@ def test_benchmark_memory_parent_never_starts_a_backend(tmp_path):
     out = tmp_path / "bench.json"
     code = f"""
 import json, subprocess, sys
-sys.path.insert(0, {str(SCRIPTS)!r})
-import benchmark_memory as bench
+import importlib.util
+spec = importlib.util.spec_from_file_location("benchmark_memory", {str(MEMORY_SCRIPT)!r})
+bench = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(bench)
 from jax._src import xla_bridge
 
 def fake_run(cmd, **kwargs):  # a configuration's subprocess, as if it ran on a GPU
@@ -283,7 +288,8 @@ def test_profile_update_counts_the_minibatch_gradient_flops():
     reported for the attention memories against the mlp measures their arithmetic)."""
     from hydra import compose, initialize_config_dir
 
-    from stoixlite.rec_ppo import CONFIG_DIR
+    from stoixlite.cli.configs import CONFIG_DIR
+    from stoixlite.config.parse import parse
     from stoixlite.run.build import build_run
 
     profile = load_script("profile_update")
@@ -298,7 +304,7 @@ def test_profile_update_counts_the_minibatch_gradient_flops():
         ]
         with initialize_config_dir(str(CONFIG_DIR), version_base=None):
             cfg = compose("config", overrides=overrides)
-        programs, args = profile.phase_programs(build_run(cfg), updates=1)
+        programs, args = profile.phase_programs(build_run(parse(cfg)), updates=1)
         gradient = programs["minibatch gradient"]
         grads = gradient(*args["minibatch gradient"])
         assert jax.tree.structure(grads) == jax.tree.structure(args["minibatch gradient"][0])
@@ -335,7 +341,7 @@ def test_compile_for_real_keeps_the_persistent_cache_out(off, tmp_path):
     written otherwise)."""
     cache = tmp_path / "cache"
     code = (
-        "from stoixlite.cli_args import compile_for_real\n"
+        "from stoixlite.cli.args import compile_for_real\n"
         + ("compile_for_real()\n" if off else "")
         + "import jax, jax.numpy as jnp\n"
         "jax.jit(lambda x: jnp.sin(x) * 2)(jnp.arange(4.0)).block_until_ready()\n"
@@ -354,14 +360,13 @@ def test_compile_for_real_keeps_the_persistent_cache_out(off, tmp_path):
     assert (entries == []) == off, entries
 
 
-@pytest.mark.parametrize("network", sorted(load_script("recurrence_standins").STANDINS))
+@pytest.mark.parametrize("network", sorted(STANDINS))
 def test_free_recurrence_standin_keeps_shapes_and_is_restored(network):
     """``profile_update.py --free-recurrence``: inside the block the model's T > 1 call uses the
     stand-in (same output and carry shapes, the input still reaches the output), and outside it
     the real recurrence is back (a different output)."""
-    from stoixlite.networks.memory import build_memory
+    from stoixlite.networks.memory import build_memory, standins
 
-    standins = load_script("recurrence_standins")
     model = build_memory(network, hidden_size=8, scan="sequential")
     x = jax.random.normal(jax.random.key(0), (5, 2, 3))
     start = jnp.zeros((5, 2), bool).at[0, 0].set(True).at[2, 1].set(True)

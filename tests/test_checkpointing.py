@@ -8,21 +8,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import TINY, compose_config
+from conftest import TINY, run_config
 
 from stoixlite.ppo.types import LearnerState
 from stoixlite.run.build import build_run
-from stoixlite.tracking.checkpointing import (
-    Checkpointer,
-    CheckpointMismatchError,
-    config_fingerprint,
-    pack_state,
-)
+from stoixlite.run.resume import config_fingerprint
+from stoixlite.tracking.checkpointing import Checkpointer, CheckpointMismatchError
+from stoixlite.tracking.state_arrays import pack_state
 
 
 @pytest.fixture(scope="module")
 def exp_and_state():
-    cfg = compose_config(TINY + ["network=lstm"])
+    cfg = run_config(TINY + ["network=lstm"])
     exp = build_run(cfg)
     state = exp.init_state(jax.random.PRNGKey(3))
     state, _ = exp.learn(state)  # non-trivial optimiser state, carries, env states
@@ -70,7 +67,7 @@ def test_round_trip_with_empty_leaves(tmp_path):
     """Leaves with no elements (framestack with one frame keeps no previous frames; zero-sized
     extras in general) are not stored, which orbax refuses, and come back with their shapes
     (found by an independent sweep: the run crashed at its first checkpoint)."""
-    cfg = compose_config(TINY + ["network=framestack", "network.frames=1"])
+    cfg = run_config(TINY + ["network=framestack", "network.frames=1"])
     exp = build_run(cfg)
     state, _ = exp.learn(exp.init_state(jax.random.PRNGKey(3)))
     empty = {"none": jnp.zeros((4, 0, 3)), "also": np.zeros((0,), np.int32)}
@@ -105,7 +102,7 @@ def test_keep_last_and_best(tmp_path, exp_and_state):
 def test_refuses_other_network_config(tmp_path, exp_and_state):
     cfg, _, state = exp_and_state
     Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg)).save(1, state, {"chunk": 1})
-    other = compose_config(TINY + ["network=lstm", "network.hidden_size=16"])
+    other = run_config(TINY + ["network=lstm", "network.hidden_size=16"])
     ckpt = Checkpointer(tmp_path / "ckpt", config_fingerprint(other))
     with pytest.raises(CheckpointMismatchError, match=r"network\.hidden_size: 8 .* != 16") as err:
         ckpt.restore(build_run(other).init_state(jax.random.PRNGKey(0)))

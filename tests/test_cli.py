@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 from conftest import TINY, compose_config
 
+from stoixlite.cli.overrides import resume_in_place
 from stoixlite.rec_ppo import train
-from stoixlite.run.overrides import resume_in_place
 from stoixlite.tracking.jsonl import read_jsonl
 
 

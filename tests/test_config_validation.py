@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 from conftest import compose_config
 
-from stoixlite.run.config import KEPT_BUDGET_SHARE, ConfigError, chunk_split, parse
+from stoixlite.config.parse import parse
+from stoixlite.config.plan import KEPT_BUDGET_SHARE, chunk_split, plan_run
+from stoixlite.config.strict import ConfigError
 
 
 def test_default_config_is_valid():
@@ -133,21 +135,21 @@ def test_every_error_is_reported_on_its_own_line():
 def test_budget_that_does_not_divide_says_what_runs():
     # 300,000 steps of 64 envs x 128 steps = 36 whole updates: 20 chunks of 1 update would train
     # 20; 18 chunks of 2 train all 36.
-    run = parse(compose_config(["arch.total_timesteps=300000"]))
+    run = plan_run(parse(compose_config(["arch.total_timesteps=300000"])))
     assert (run.num_chunks, run.ppo.updates_per_chunk) == (18, 2)
     assert run.total_steps == 36 * 64 * 128 == run.ppo.num_updates * run.steps_per_update
-    note = run.budget_note()
+    note = run.budget_note
     assert note is not None and "300000" in note and str(run.total_steps) in note
     assert "18 chunks x 2 updates" in note and "arch.num_evaluations=20" in note
-    assert parse(compose_config(["arch.total_timesteps=163840"])).budget_note() is None
+    assert plan_run(parse(compose_config(["arch.total_timesteps=163840"]))).budget_note is None
     # 2M: 244 whole updates, 20 chunks of 12 keep 98 %: the evaluations stay as configured
-    run = parse(compose_config(["arch.total_timesteps=2e6"]))
+    run = plan_run(parse(compose_config(["arch.total_timesteps=2e6"])))
     assert (run.num_chunks, run.ppo.updates_per_chunk, run.total_steps) == (20, 12, 1966080)
-    assert "arch.num_evaluations=20 " not in run.budget_note()
+    assert "arch.num_evaluations=20 " not in run.budget_note
     # fewer whole updates than evaluations: one chunk per update, the budget kept
-    run = parse(compose_config(["arch.total_timesteps=50000"]))
+    run = plan_run(parse(compose_config(["arch.total_timesteps=50000"])))
     assert (run.num_chunks, run.ppo.updates_per_chunk) == (6, 1)
-    assert "fewer than arch.num_evaluations" in run.budget_note()
+    assert "fewer than arch.num_evaluations" in run.budget_note
 
 
 @pytest.mark.parametrize("max_chunks", [1, 2, 5, 20, 40])
@@ -179,7 +181,7 @@ def test_burn_in_and_protocol_group_parse():
     """A valid burn-in parses into the PPO config, and ``+protocol=popgym`` (a config group added
     with ``+``, not a key) is accepted."""
     run = parse(compose_config(["system.bptt_length=16", "system.burn_in=8"]))
-    assert run.ppo.burn_in == 8
+    assert plan_run(run).ppo.burn_in == 8
     run = parse(compose_config(["+protocol=popgym"]))
     assert run.system.rollout_length == 1024 and run.network.memory["hidden_size"] == 256
 
@@ -194,7 +196,7 @@ def test_resume_refuses_a_global_group_override(tmp_path):
     a key override still applies to the saved config."""
     from omegaconf import OmegaConf
 
-    from stoixlite.run.resume import resume_config
+    from stoixlite.cli.resume import resume_config
 
     (tmp_path / "config.yaml").write_text(OmegaConf.to_yaml(parse(compose_config([])).to_dict()))
     with pytest.raises(ConfigError, match=r"^\+protocol=popgym is invalid with resume"):

@@ -214,12 +214,13 @@ def test_obs_prev_action_config_and_fingerprint():
     checkpoint fingerprint (checkpoints written before the key existed still restore)."""
     from conftest import compose_config
 
-    from stoixlite.run.config import ConfigError, parse
-    from stoixlite.tracking.checkpointing import config_fingerprint
+    from stoixlite.config.parse import parse
+    from stoixlite.config.strict import ConfigError
+    from stoixlite.run.resume import config_fingerprint
 
-    default = config_fingerprint(compose_config(["env=popgym/repeat_previous"]))
+    default = config_fingerprint(parse(compose_config(["env=popgym/repeat_previous"])))
     off = config_fingerprint(
-        compose_config(["env=popgym/repeat_previous", "env.obs_prev_action=false"])
+        parse(compose_config(["env=popgym/repeat_previous", "env.obs_prev_action=false"]))
     )
     assert "obs_prev_action" not in default["env"]
     assert off["env"]["obs_prev_action"] is False and off["hash"] != default["hash"]
@@ -230,7 +231,8 @@ def test_obs_prev_action_config_and_fingerprint():
 def test_obs_prev_reward_config_needs_obs_augment():
     from conftest import compose_config
 
-    from stoixlite.run.config import ConfigError, parse
+    from stoixlite.config.parse import parse
+    from stoixlite.config.strict import ConfigError
 
     parse(compose_config(["env.obs_prev_reward=true"]))  # repeat_previous: obs_augment on
     with pytest.raises(ConfigError, match=r"^env.obs_prev_reward=True is invalid: requires"):

@@ -17,23 +17,20 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from conftest import TINY, compose_config
+from conftest import TINY, compose_config, run_config
 from omegaconf import OmegaConf
 from wandb_reader import read_run
 
+from stoixlite.cli.resume import resume_config
+from stoixlite.config.parse import parse
+from stoixlite.config.strict import ConfigError
 from stoixlite.run.build import build_run
-from stoixlite.run.config import ConfigError
 from stoixlite.run.loop import train
-from stoixlite.run.resume import resume_config
+from stoixlite.run.resume import config_fingerprint
 from stoixlite.run.signals import TrainingInterrupted
-from stoixlite.tracking.checkpointing import (
-    Checkpointer,
-    CheckpointMismatchError,
-    checkpoint_dir,
-    config_fingerprint,
-    pack_state,
-)
+from stoixlite.tracking.checkpointing import Checkpointer, CheckpointMismatchError, checkpoint_dir
 from stoixlite.tracking.jsonl import read_jsonl
+from stoixlite.tracking.state_arrays import pack_state
 
 ROOT = Path(__file__).resolve().parent.parent
 # 3 chunks of 1 update (4 envs x 16 steps) each; popgym/repeat_previous (episodes of 51 steps).
@@ -55,7 +52,7 @@ def final_arrays(cfg, run_dir: Path) -> dict[str, np.ndarray]:
 
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
-    cfg = compose_config(RUN)
+    cfg = run_config(RUN)
     run_dir = tmp_path_factory.mktemp("full")
     final = train(cfg, run_dir)
     return cfg, run_dir, final
@@ -77,7 +74,7 @@ def test_sigterm_then_resume_is_bit_identical(tmp_path, uninterrupted):
     assert len(read_jsonl(tmp_path / "metrics.jsonl")) == 1
 
     resumed_cfg = resume_config(compose_config(RUN), tmp_path, [])
-    resumed_final = train(resumed_cfg, tmp_path, resume=True)
+    resumed_final = train(parse(resumed_cfg), tmp_path, resume=True)
     assert resumed_final == full_final
     assert stable(read_jsonl(tmp_path / "metrics.jsonl")) == stable(
         read_jsonl(full_dir / "metrics.jsonl")
@@ -90,9 +87,9 @@ def test_sigterm_then_resume_is_bit_identical(tmp_path, uninterrupted):
 
 def test_seed_k_of_multi_seed_run_equals_single_seed_run(tmp_path, uninterrupted):
     cfg1, _, _ = uninterrupted
-    single_cfg = compose_config(RUN + ["arch.seed=1"])
+    single_cfg = run_config(RUN + ["arch.seed=1"])
     single_final = train(single_cfg, tmp_path / "single")
-    multi_cfg = compose_config(RUN + ["arch.seed=0", "arch.num_seeds=2"])
+    multi_cfg = run_config(RUN + ["arch.seed=0", "arch.num_seeds=2"])
     multi_final = train(multi_cfg, tmp_path / "multi")
 
     per_seed = read_jsonl(tmp_path / "multi" / "metrics_per_seed.jsonl")
@@ -124,7 +121,7 @@ def test_resume_refuses_other_network_config(uninterrupted):
     resumed = resume_config(other, run_dir, ["network.hidden_size=16"])
     assert resumed.network.hidden_size == 16 and resumed.arch.num_envs == cfg.arch.num_envs
     with pytest.raises(CheckpointMismatchError, match="network.hidden_size: 8"):
-        train(resumed, run_dir, resume=True)
+        train(parse(resumed), run_dir, resume=True)
 
 
 def test_evaluate_checkpoint_on_port_and_reference(uninterrupted, capsys):
@@ -216,13 +213,13 @@ def test_target_return_stops_early(tmp_path, uninterrupted):
     cfg, full_dir, _ = uninterrupted
     full = read_jsonl(full_dir / "metrics.jsonl")
     first = full[0]["eval/episode_return"]
-    stopped = compose_config(RUN + [f"arch.target_return={first}"])
+    stopped = run_config(RUN + [f"arch.target_return={first}"])
     train(stopped, tmp_path / "stop")
     records = read_jsonl(tmp_path / "stop" / "metrics.jsonl")
     assert stable(records) == stable(full[:1])
     with Checkpointer(checkpoint_dir(tmp_path / "stop"), config_fingerprint(stopped)) as ckpt:
         assert ckpt.latest_step() == 1
-    unreachable = compose_config(RUN + ["arch.target_return=2.0"])  # popgym returns are <= 1
+    unreachable = run_config(RUN + ["arch.target_return=2.0"])  # popgym returns are <= 1
     train(unreachable, tmp_path / "full")
     assert len(read_jsonl(tmp_path / "full" / "metrics.jsonl")) == len(full)
 
@@ -234,7 +231,7 @@ def test_resume_after_an_early_stop_trains_no_further(tmp_path, uninterrupted, c
     _, full_dir, _ = uninterrupted
     full = read_jsonl(full_dir / "metrics.jsonl")
     first = full[0]["eval/episode_return"]
-    stopped = compose_config(RUN + [f"arch.target_return={first}"])
+    stopped = run_config(RUN + [f"arch.target_return={first}"])
     run_dir = tmp_path / "stop"
     train(stopped, run_dir)
     before = (run_dir / "metrics.jsonl").read_text()
@@ -243,7 +240,7 @@ def test_resume_after_an_early_stop_trains_no_further(tmp_path, uninterrupted, c
     assert (run_dir / "metrics.jsonl").read_text() == before
     with Checkpointer(checkpoint_dir(run_dir), config_fingerprint(stopped)) as ckpt:
         assert ckpt.latest_step() == 1
-    train_on = compose_config(RUN + ["arch.target_return=null"])
+    train_on = run_config(RUN + ["arch.target_return=null"])
     train(train_on, run_dir, resume=True)
     assert stable(read_jsonl(run_dir / "metrics.jsonl")) == stable(full)
 
@@ -255,9 +252,9 @@ def test_multi_seed_init_is_one_program_per_seed_and_matches_eager():
     the eager computation up to float32 rounding (the init program skips XLA's optimisations)."""
     code = (
         "import jax, numpy as np\n"
-        "from conftest import compose_config\n"
+        "from conftest import run_config\n"
         "from stoixlite.run.build import build_run\n"
-        "run = build_run(compose_config(['network=framestack', 'env=popgym/repeat_previous',\n"
+        "run = build_run(run_config(['network=framestack', 'env=popgym/repeat_previous',\n"
         "    'arch.num_seeds=3', 'arch.num_envs=8', 'system.num_minibatches=2']))\n"
         "compiled, eager = run.init()[0], run._init_states()\n"
         "raw = lambda x: np.asarray(jax.random.key_data(x) if jax.dtypes.issubdtype(\n"
@@ -285,7 +282,7 @@ def test_resume_refuses_other_chunks_and_extends_with_the_same_chunk_size(
     saved = (run_dir / "config.yaml").read_text()
     longer = ["arch.total_timesteps=384"]
     with pytest.raises(ConfigError) as err:
-        train(resume_config(compose_config(RUN + longer), run_dir, longer), run_dir, resume=True)
+        train(parse(resume_config(compose_config(RUN + longer), run_dir, longer)), run_dir, True)
     message = str(err.value)
     assert len(message.splitlines()) == 1
     assert "arch.total_timesteps=384 (saved: 192)" in message
@@ -293,7 +290,7 @@ def test_resume_refuses_other_chunks_and_extends_with_the_same_chunk_size(
     assert (run_dir / "config.yaml").read_text() == saved  # nothing written
 
     extend = longer + ["arch.num_evaluations=6"]
-    train(resume_config(compose_config(RUN + extend), run_dir, extend), run_dir, resume=True)
+    train(parse(resume_config(compose_config(RUN + extend), run_dir, extend)), run_dir, True)
     records = read_jsonl(run_dir / "metrics.jsonl")
     assert [r["step"] for r in records] == [64, 128, 192, 256, 320, 384]
     assert stable(records[:3]) == stable(read_jsonl(full_dir / "metrics.jsonl"))
@@ -301,7 +298,8 @@ def test_resume_refuses_other_chunks_and_extends_with_the_same_chunk_size(
     capsys.readouterr()
     extended = (run_dir / "config.yaml").read_text()
     other = ["system.gamma=0.5"]  # a resume that trains nothing writes nothing, not even config
-    train(resume_config(compose_config(RUN + extend + other), run_dir, other), run_dir, True)
+    resumed = parse(resume_config(compose_config(RUN + extend + other), run_dir, other))
+    train(resumed, run_dir, True)
     assert "has trained all 6 chunks of arch.total_timesteps=384: nothing to train" in (
         capsys.readouterr().out
     )
@@ -322,7 +320,7 @@ def test_resume_refuses_a_checkpoint_counted_in_other_chunks(tmp_path, uninterru
     OmegaConf.save(edited, config)
     saved, metrics = config.read_text(), (run_dir / "metrics.jsonl").read_text()
     with pytest.raises(ConfigError) as err:
-        train(resume_config(compose_config(RUN), run_dir, []), run_dir, resume=True)
+        train(parse(resume_config(compose_config(RUN), run_dir, [])), run_dir, resume=True)
     message = str(err.value)
     assert len(message.splitlines()) == 1
     assert "holds 3 updates in 3 chunks, not chunks of 2 updates" in message

@@ -29,9 +29,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import TINY, compose_config
+from conftest import TINY, compose_config, run_config
 from omegaconf import OmegaConf
 
+from stoixlite.cli.resume import resume_config
+from stoixlite.config.parse import parse
 from stoixlite.ppo.finite import all_finite
 from stoixlite.run import loop
 from stoixlite.run.build import build_run
@@ -41,17 +43,15 @@ from stoixlite.run.divergence import (
     NonFiniteError,
     first_nonfinite,
 )
-from stoixlite.run.resume import checkpoint_tree, resume_config
+from stoixlite.run.resume import check_resumable, checkpoint_tree, config_fingerprint
 from stoixlite.run.signals import TrainingInterrupted
 from stoixlite.tracking.checkpointing import (
     BROKEN_DIRNAME,
     CheckpointCorruptError,
     Checkpointer,
-    check_resumable,
     checkpoint_dir,
-    config_fingerprint,
-    pack_state,
 )
+from stoixlite.tracking.state_arrays import pack_state
 
 # 3 chunks of 1 update (4 envs x 16 steps) each.
 RUN = TINY + ["arch.total_timesteps=192", "arch.num_evaluations=3", "logger.plot=false"]
@@ -128,6 +128,60 @@ def test_collapse_warning_once_after_several_high_kl_chunks(caplog):
     assert "system.lr=0.5" in line and "\n" not in line
 
 
+def test_collapse_warning_once_when_the_entropy_vanishes_with_flat_returns(caplog):
+    """Issue 38: lr 1.0, vf_coef 1000 and no advantage normalisation drive a discrete policy's
+    entropy to 0 in the first chunk, with the KL back at 0 after it and the returns flat: the
+    run ended with exit 0 and no word. Judged on the host from the chunk records."""
+    watch = CollapseWatch(lr=1.0, num_actions=4)
+    first = {"loss/approx_kl": 1.4, "loss/entropy": 0.06, "eval/episode_return": -0.51}
+    flat = {"loss/approx_kl": 0.0, "loss/entropy": 0.0, "eval/episode_return": -0.50}
+    with caplog.at_level(logging.WARNING, logger="stoixlite.run.divergence"):
+        fired = [watch.observe(r) for r in (first, flat, flat, flat)]
+    assert fired == [False, True, False, False]
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "the policy has collapsed: entropy 0 after chunk 2" in line and "\n" not in line
+    assert "start level -0.51" in line and "system.lr=1 " in line
+
+
+def test_no_collapse_warning_for_a_policy_that_learned_to_be_sure(caplog):
+    """A near-deterministic policy whose return rose is not a collapse; nor is a continuous
+    policy (its entropy has no floor)."""
+    learned = CollapseWatch(lr=1e-3, num_actions=4)
+    continuous = CollapseWatch(lr=1e-3, num_actions=None)
+    records = [
+        {"loss/entropy": 1.0, "eval/episode_return": -0.5},
+        {"loss/entropy": 0.01, "eval/episode_return": 0.6},
+        {"loss/entropy": 0.0, "eval/episode_return": 0.99},
+    ]
+    with caplog.at_level(logging.WARNING, logger="stoixlite.run.divergence"):
+        assert not any(learned.observe(r) for r in records)
+        assert not any(continuous.observe({**r, "eval/episode_return": -0.5}) for r in records)
+    assert not caplog.records
+
+
+def test_collapse_warning_once_on_a_kl_spike(caplog):
+    watch = CollapseWatch(lr=0.5)
+    calm = {"loss/approx_kl": 0.01, "loss/clip_fraction": 0.1}
+    spike = {"loss/approx_kl": 40.0, "loss/clip_fraction": 0.9}
+    with caplog.at_level(logging.WARNING, logger="stoixlite.run.divergence"):
+        fired = [watch.observe(r) for r in (calm, spike, calm, spike, spike, spike)]
+    assert fired == [False, True, False, False, False, False]
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "approx KL 40 per update in chunk 2" in line and "system.lr=0.5" in line
+
+
+def test_a_collapsing_run_warns_once_and_goes_on(tmp_path, caplog):
+    cfg = run_config(
+        RUN + ["system.lr=1.0", "system.vf_coef=1000", "system.normalize_advantages=false"]
+    )
+    with caplog.at_level(logging.WARNING, logger="stoixlite.run.divergence"):
+        final = loop.train(cfg, tmp_path)
+    assert math.isfinite(final)
+    assert [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl")] == [64, 128, 192]
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith("the policy ") and "system.lr=1 " in line, line
+
+
 # --------------------------------------------------------------------------------------------
 # Non-finite values in a run
 # --------------------------------------------------------------------------------------------
@@ -135,7 +189,7 @@ def test_collapse_warning_once_after_several_high_kl_chunks(caplog):
 
 def test_nonfinite_stops_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatch):
     poison_params(monkeypatch, after_update=2)  # the second chunk's parameters become NaN
-    cfg = compose_config(RUN)
+    cfg = run_config(RUN)
     with pytest.raises(NonFiniteError) as err:
         loop.train(cfg, tmp_path)
     message = str(err.value)
@@ -150,7 +204,7 @@ def test_nonfinite_stops_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatc
 
 
 def test_rollback_restores_and_halves_the_learning_rate(tmp_path, monkeypatch, caplog):
-    cfg = compose_config(RUN + ["arch.on_nonfinite=rollback", "arch.max_rollbacks=2"])
+    cfg = run_config(RUN + ["arch.on_nonfinite=rollback", "arch.max_rollbacks=2"])
     poison_params(monkeypatch, after_update=2, lr=float(cfg.system.lr))
     with caplog.at_level(logging.WARNING, logger="stoixlite.run.loop"):
         final = loop.train(cfg, tmp_path)
@@ -169,7 +223,7 @@ def test_rollback_restores_and_halves_the_learning_rate(tmp_path, monkeypatch, c
 
 def test_rollbacks_are_limited(tmp_path, monkeypatch):
     poison_params(monkeypatch, after_update=2)  # every lr diverges
-    cfg = compose_config(RUN + ["arch.on_nonfinite=rollback", "arch.max_rollbacks=1"])
+    cfg = run_config(RUN + ["arch.on_nonfinite=rollback", "arch.max_rollbacks=1"])
     with pytest.raises(NonFiniteError, match="non-finite parameters in chunk 2") as err:
         loop.train(cfg, tmp_path)
     assert "after 1 rollback(s) (arch.max_rollbacks=1)" in str(err.value)
@@ -195,14 +249,20 @@ def _zero_files(step_dir: Path) -> None:
             path.write_bytes(b"\0" * path.stat().st_size)
 
 
+def _garbage_metadata(step_dir: Path) -> None:
+    """Garbage in orbax's checkpoint metadata file (read when the checkpoint manager starts: it
+    printed two raw absl ERROR lines and resumed from the damaged checkpoint)."""
+    (step_dir / "_CHECKPOINT_METADATA").write_bytes(b"\x00\xffgarbage{")
+
+
 @pytest.fixture(scope="module")
 def uninterrupted(tmp_path_factory):
-    cfg = compose_config(RUN)
+    cfg = run_config(RUN)
     run_dir = tmp_path_factory.mktemp("full")
     return cfg, run_dir, loop.train(cfg, run_dir)
 
 
-@pytest.mark.parametrize("damage", [_truncate_data, _zero_files])
+@pytest.mark.parametrize("damage", [_truncate_data, _zero_files, _garbage_metadata])
 def test_broken_latest_checkpoint_falls_back_and_resume_is_exact(
     tmp_path, uninterrupted, caplog, damage
 ):
@@ -215,12 +275,13 @@ def test_broken_latest_checkpoint_falls_back_and_resume_is_exact(
     with pytest.raises(TrainingInterrupted):
         loop.train(cfg, tmp_path, on_chunk_end=stop_after_second_chunk)
     damage(checkpoint_dir(tmp_path) / "2")
-    resumed_cfg = resume_config(compose_config(RUN), tmp_path, [])
+    resumed_cfg = parse(resume_config(compose_config(RUN), tmp_path, []))
     assert check_resumable(resumed_cfg, tmp_path) == 1  # checked, nothing moved
     assert (checkpoint_dir(tmp_path) / "2").exists()
 
-    with caplog.at_level(logging.WARNING, logger="stoixlite.tracking.checkpointing"):
+    with caplog.at_level(logging.WARNING):
         final = loop.train(resumed_cfg, tmp_path, resume=True)
+    assert not [r for r in caplog.records if r.name == "absl" and r.levelno >= logging.ERROR]
     (line,) = [r.getMessage() for r in caplog.records if "unreadable" in r.getMessage()]
     assert f"checkpoint {checkpoint_dir(tmp_path) / '2'} is unreadable" in line
     assert "moved to" in line and "\n" not in line
@@ -231,6 +292,23 @@ def test_broken_latest_checkpoint_falls_back_and_resume_is_exact(
     assert step == 3
     for name in full:
         np.testing.assert_array_equal(resumed[name], full[name], err_msg=name)
+
+
+def test_a_checkpoint_warning_names_no_bound_method():
+    """Issue 38: a checkpoint warning printed ``<bound method pybind11_detail_function_recor...>``
+    (an error holding a method's repr instead of a message)."""
+    from stoixlite.tracking.checkpoint_errors import one_line as _one_line
+
+    class Record:
+        def __repr__(self) -> str:
+            return "<pybind11_detail_function_record_v1 object at 0x7f00>"
+
+        def read(self) -> None:
+            pass
+
+    line = _one_line(ValueError(Record().read, "while reading leaf_00003"))
+    assert "<bound method" not in line and "pybind11" not in line, line
+    assert "read" in line and "while reading leaf_00003" in line
 
 
 def test_no_intact_checkpoint_is_one_line(tmp_path, uninterrupted):
@@ -269,7 +347,7 @@ def test_kill_9_between_chunks_then_resume_is_exact(tmp_path, uninterrupted):
         time.sleep(0.02)
     proc.kill()  # SIGKILL: no handler, no final checkpoint, files as they are
     proc.wait()
-    resumed_cfg = resume_config(compose_config(RUN), run_dir, [])
+    resumed_cfg = parse(resume_config(compose_config(RUN), run_dir, []))
     check_resumable(resumed_cfg, run_dir)
     assert loop.train(resumed_cfg, run_dir, resume=True) == full_final
     full, _ = saved_arrays(cfg, full_dir)
@@ -279,3 +357,42 @@ def test_kill_9_between_chunks_then_resume_is_exact(tmp_path, uninterrupted):
         np.testing.assert_array_equal(resumed[name], full[name], err_msg=name)
     steps = [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl")]
     assert steps == [64, 128, 192]
+    assert not (run_dir / BROKEN_DIRNAME).exists()  # nothing broken: no empty directory
+
+
+# --------------------------------------------------------------------------------------------
+# Ctrl-C while compiling, in a real process (issue 38)
+# --------------------------------------------------------------------------------------------
+
+# Ctrl-C arrives while the learn program compiles; the interpreter's teardown then crashes in
+# native code (XLA's, interrupted midway: exit 139 after the one line, 5 times out of 5 at 16-20 s
+# into a default run). The crash is simulated by an exit handler that sends SIGSEGV: the command
+# line must end such a process without the teardown.
+_CTRL_C_WHILE_COMPILING = """
+import atexit, os, runpy, signal, sys
+from stoixlite.run import build
+
+def compile_programs(self, state, key):
+    atexit.register(os.kill, os.getpid(), signal.SIGSEGV)  # the teardown crash
+    os.kill(os.getpid(), signal.SIGINT)
+    raise AssertionError("SIGINT did not interrupt")
+
+build.Run.compile_programs = compile_programs
+sys.argv = ["rec_ppo", *sys.argv[1:]]
+runpy.run_module("stoixlite.rec_ppo", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_ctrl_c_while_compiling_exits_130_without_a_crash(tmp_path):
+    root = Path(__file__).resolve().parents[1]
+    run_dir = tmp_path / "run"
+    cmd = [sys.executable, "-c", _CTRL_C_WHILE_COMPILING, *RUN, f"hydra.run.dir={run_dir}"]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 130, (proc.returncode, proc.stderr)
+    assert lines[-1] == (
+        f"interrupted before the first checkpoint: nothing was saved in {run_dir}; the same "
+        "command (or resume=) starts it afresh"
+    )
+    assert "Traceback" not in proc.stderr and "Fatal Python error" not in proc.stderr

@@ -293,8 +293,8 @@ def test_evaluate_plays_in_checked_mode():
 
     from conftest import compose_config
 
+    from stoixlite.config.parse import parse
     from stoixlite.evaluate import evaluate_port
-    from stoixlite.run.config import parse
 
     cfg = parse(compose_config(["env=popgym/battleship", "env.difficulty=easy"]))
     actions = jnp.array([3, 64], jnp.int32)  # the second eval env's action is out of range

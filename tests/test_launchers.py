@@ -15,7 +15,7 @@ from conftest import TINY
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from stoixlite.rec_ppo import CONFIG_DIR
+from stoixlite.cli.configs import CONFIG_DIR
 from stoixlite.tracking.jsonl import read_jsonl
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 from conftest import compose_config
 
+from stoixlite.config.parse import parse
+from stoixlite.config.plan import plan_run
 from stoixlite.networks.memory import build_memory
 from stoixlite.networks.memory._common import gate_bias_init
-from stoixlite.run.config import parse
 
 
 def test_gate_bias_zero_period_is_zeros():
@@ -52,7 +53,7 @@ def test_chrono_init_keeps_the_state(name):
 
 def test_popgym_protocol_preset():
     cfg = compose_config(["+protocol=popgym", "network=gru", "env=popgym/repeat_first"])
-    ppo = parse(cfg).ppo
+    ppo = plan_run(parse(cfg)).ppo
     assert cfg.arch.total_timesteps == 15_000_000 and ppo.num_envs == 64
     assert ppo.rollout_length == 1024 and ppo.bptt_length == 0
     assert ppo.num_envs * ppo.rollout_length // ppo.num_minibatches == 8 * 1024

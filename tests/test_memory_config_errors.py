@@ -1,14 +1,15 @@
 """Impossible memory-model settings fail validation with one line naming the key, before
 anything compiles (each model's ``config_errors`` and the generic ranges of memory keys,
-reported by ``stoixlite.run.config.parse``); so do sizes and seeds beyond int32."""
+reported by ``stoixlite.config.parse``); so do sizes and seeds beyond int32."""
 
 from __future__ import annotations
 
 import pytest
 from conftest import compose_config
 
+from stoixlite.config.parse import parse
+from stoixlite.config.strict import ConfigError
 from stoixlite.networks.memory import available_memories, memory_config_errors
-from stoixlite.run.config import ConfigError, parse
 
 
 @pytest.mark.parametrize(
@@ -29,7 +30,7 @@ from stoixlite.run.config import ConfigError, parse
         (["network=mamba", "network.dt_rank=0"], "network.dt_rank", "positive"),
         (["network=framestack", "network.frames=0"], "network.frames", "[1, 64]"),
         (["network=framestack", "network.frames=100"], "network.frames", "transformer"),
-        # generic ranges (stoixlite/run/config.py _MEMORY_RULES, _MEMORY_RANGES)
+        # generic ranges (stoixlite/networks/memory/rules.py)
         (["network=ffm", "network.trace_size=0"], "network.trace_size", "positive"),
         (["network=ffm", "network.context_size=-1"], "network.context_size", "positive"),
         (["network=ffm", "network.min_period=2000"], "network.min_period", "max_period=1024"),

@@ -9,8 +9,9 @@ import pytest
 from conftest import compose_config
 from omegaconf import OmegaConf
 
+from stoixlite.config.parse import parse
+from stoixlite.config.schema import ACTOR_CRITIC_KEYS
 from stoixlite.networks.memory import available_memories, build_memory, memory_fields
-from stoixlite.run.config import ACTOR_CRITIC_KEYS, parse
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 CONFIG_DIR = CONFIGS / "network"

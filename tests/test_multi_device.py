@@ -19,18 +19,16 @@ from pathlib import Path
 import jax
 import numpy as np
 import pytest
-from conftest import TINY, compose_config
+from conftest import TINY, compose_config, run_config
 from omegaconf import OmegaConf
 
+from stoixlite.config.parse import parse
+from stoixlite.config.strict import ConfigError
 from stoixlite.run.build import build_run
-from stoixlite.run.config import ConfigError, parse
-from stoixlite.tracking.checkpointing import (
-    Checkpointer,
-    checkpoint_dir,
-    config_fingerprint,
-    pack_state,
-)
+from stoixlite.run.resume import config_fingerprint
+from stoixlite.tracking.checkpointing import Checkpointer, checkpoint_dir
 from stoixlite.tracking.jsonl import read_jsonl
+from stoixlite.tracking.state_arrays import pack_state
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKER = ROOT / "tests" / "devices_worker.py"
@@ -107,7 +105,7 @@ def final_state(run_dir: Path) -> dict[str, np.ndarray]:
     saved.arch.num_devices = 1
     cfg = parse(saved)
     state, key = build_run(cfg).init()
-    with Checkpointer(checkpoint_dir(run_dir), config_fingerprint(cfg.to_dict())) as ckpt:
+    with Checkpointer(checkpoint_dir(run_dir), config_fingerprint(cfg)) as ckpt:
         tree, _, step = ckpt.restore({"learner": state, "host_key": key})
     assert step == cfg.arch.num_evaluations
     return {name: np.asarray(value) for name, value in pack_state(tree)[0].items()}
@@ -166,7 +164,7 @@ def test_memoroid_with_seeds_on_2_and_4_devices_equals_1_device(tmp_path):
 
 
 def test_more_devices_than_exist_is_one_line_before_compiling():
-    cfg = compose_config(TINY + [f"arch.num_devices={jax.local_device_count() + 1}"])
+    cfg = run_config(TINY + [f"arch.num_devices={jax.local_device_count() + 1}"])
     with pytest.raises(ConfigError) as err:
         build_run(cfg)
     assert len(err.value.errors) == 1

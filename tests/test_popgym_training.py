@@ -20,7 +20,7 @@ POPGYM_ENVS = [name for name in available_envs() if name.startswith("popgym/")]
 
 
 def test_every_popgym_module_has_a_config():
-    from stoixlite.rec_ppo import CONFIG_DIR
+    from stoixlite.cli.configs import CONFIG_DIR
 
     for name in POPGYM_ENVS:
         assert (CONFIG_DIR / "env" / f"{name}.yaml").exists(), name

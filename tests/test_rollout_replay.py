@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import compose_config, replay_inputs
+from conftest import replay_inputs, run_config
 
 from stoixlite.networks.memory import available_memories
 from stoixlite.ppo import types
@@ -68,7 +68,7 @@ CASES = ((0, 0), (4, 0), (4, 3))
 @pytest.mark.parametrize("model", available_memories())
 def test_first_minibatch_replays_rollout(model):
     """For every case, including burn-in, the trained steps replay the rollout exactly."""
-    exp = build_run(compose_config(OVERRIDES + [f"network={model}"]))
+    exp = build_run(run_config(OVERRIDES + [f"network={model}"]))
     all_metrics, traj = replay_deviations(exp, jax.random.PRNGKey(0), CASES)
     assert bool(np.asarray(traj.last).any()), "episodes must end mid-rollout"
     for case, metrics in zip(CASES, all_metrics, strict=True):
@@ -77,7 +77,7 @@ def test_first_minibatch_replays_rollout(model):
 
 
 def test_zeroed_chunk_carries_break_the_identity():
-    exp = build_run(compose_config(OVERRIDES))
+    exp = build_run(run_config(OVERRIDES))
     (metrics,), _ = replay_deviations(exp, jax.random.PRNGKey(0), ((4, 0),), zero_carries=True)
     assert float(metrics["loss/value_max_dev"]) > 1e-4
 
@@ -85,7 +85,7 @@ def test_zeroed_chunk_carries_break_the_identity():
 def test_update_reports_identity_on_first_minibatch():
     """The full update (epochs x minibatches, BPTT chunks) logs ratio ~1 on its first minibatch."""
     exp = build_run(
-        compose_config(
+        run_config(
             OVERRIDES + ["system.bptt_length=8", "system.num_minibatches=3", "system.epochs=2"]
         )
     )
@@ -99,7 +99,7 @@ def test_update_reports_identity_on_first_minibatch():
 def test_burn_in_replaces_the_stored_carries():
     """Zeroed stored carries break the identity without burn-in; with burn-in only chunk 0 uses
     its stored carry, so zeroing the others' changes nothing (the burn-in recomputes them)."""
-    exp = build_run(compose_config(OVERRIDES))
+    exp = build_run(run_config(OVERRIDES))
     key = jax.random.PRNGKey(0)
     (plain, burned), _ = replay_deviations(exp, key, ((4, 0), (4, 4)), zero_carries=True)
     assert float(plain["loss/value_max_dev"]) > 1e-4
@@ -136,8 +136,8 @@ def test_burn_in_sequences_hold_the_preceding_steps():
 
 def test_burn_in_zero_is_todays_update():
     """``system.burn_in=0`` builds the sequences (no burn-in fields) and update of before."""
-    exp = build_run(compose_config(OVERRIDES + ["system.bptt_length=8"]))
-    exp0 = build_run(compose_config(OVERRIDES + ["system.bptt_length=8", "system.burn_in=0"]))
+    exp = build_run(run_config(OVERRIDES + ["system.bptt_length=8"]))
+    exp0 = build_run(run_config(OVERRIDES + ["system.bptt_length=8", "system.burn_in=0"]))
     state = exp.init_state(jax.random.PRNGKey(0))
     a, ma = jax.jit(exp.update)(state)
     b, mb = jax.jit(exp0.update)(exp0.init_state(jax.random.PRNGKey(0)))
@@ -162,7 +162,7 @@ def test_rollout_keeping_equals_rollout(model, keep):
     inside the rollout; more in tests/test_next_values.py)."""
     from stoixlite.ppo.rollout import bootstrap_values, rollout, rollout_keeping
 
-    exp = build_run(compose_config(OVERRIDES + [f"network={model}"]))
+    exp = build_run(run_config(OVERRIDES + [f"network={model}"]))
 
     @jax.jit
     def both(key):
@@ -204,7 +204,7 @@ def test_update_is_the_same_with_either_rollout_carries(model):
     updates = {}
     for mode in ("every_step", "sequence_starts"):
         overrides = [f"network={model}", f"system.rollout_carries={mode}", *extra]
-        exp = build_run(compose_config(OVERRIDES + overrides))
+        exp = build_run(run_config(OVERRIDES + overrides))
         state = exp.init_state(jax.random.PRNGKey(1))
         updates[mode] = jax.jit(exp.update)(state)
     carry = state.carry

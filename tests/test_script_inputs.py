@@ -1,7 +1,7 @@
 """Bad input to the scripts (``scripts/*.py``) and ``python -m stoixlite.evaluate``: one line on
 stderr naming the option or value and what is allowed (no traceback, no argparse usage block),
 exit status 2, before anything is compiled or trained; a run whose rows fail ends non-zero after
-writing what it has; nothing already written is lost (:mod:`stoixlite.cli_args`).
+writing what it has; nothing already written is lost (:mod:`stoixlite.cli.args`).
 
 Most inputs are refused in this process (the scripts' ``main(argv)``) or in a subprocess that
 stops before JAX compiles anything; the failures of benchmark rows are simulated."""
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import SCRIPTS, load_script
 
-from stoixlite.cli_args import OneLineArgumentParser, last_error_line, output_file_error
+from stoixlite.cli.args import OneLineArgumentParser, last_error_line, output_file_error
 
 BAD_INPUT = 2
 FAILED = 1
@@ -64,7 +64,7 @@ def call_main(main, argv: list[str], capsys) -> tuple[int | None, str, str]:
 
 
 # --------------------------------------------------------------------------------------------
-# stoixlite.cli_args
+# stoixlite.cli.args
 # --------------------------------------------------------------------------------------------
 
 

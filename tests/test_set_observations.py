@@ -15,14 +15,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import TINY, compose_config
+from conftest import TINY, compose_config, run_config
 
+from stoixlite.config.parse import parse
+from stoixlite.config.strict import ConfigError
 from stoixlite.envs.registry import make
 from stoixlite.envs.types import LAST
 from stoixlite.envs.wrappers import wrap_env
 from stoixlite.networks.actor_critic import SetEncoder
 from stoixlite.run.build import build_run
-from stoixlite.run.config import ConfigError, parse
 
 CAPACITY, WIDTH, EXTRA = 6, 3, 2
 
@@ -118,7 +119,7 @@ def test_set_encoder_needs_a_set_env():
 
 def test_ppo_update_on_card_table_with_set_encoder():
     overrides = TINY + ["env=sets/card_table", "network.encoder=set"]
-    exp = build_run(compose_config(overrides + ["network.set_pooling=attention"]))
+    exp = build_run(run_config(overrides + ["network.set_pooling=attention"]))
     state = exp.init_state(jax.random.PRNGKey(0))
     _, metrics = jax.jit(exp.update)(state)
     assert float(metrics["loss/first_ratio_max_dev"]) < 1e-5

@@ -1,5 +1,5 @@
 """Sweeps: a multirun with failed jobs exits non-zero with a one-line summary of them, after the
-other jobs have finished and kept their results (stoixlite/sweep_callback.py)."""
+other jobs have finished and kept their results (stoixlite/cli/sweep_callback.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 from conftest import TINY
 from omegaconf import OmegaConf
 
-from stoixlite.run.sweep_callback import FailedJobsSummary
+from stoixlite.cli.sweep_callback import FailedJobsSummary
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -10,25 +10,23 @@ parameters move. Also: the ``feedforward`` network is PureJaxRL ppo.py's network
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import compose_config, replay_inputs
+from conftest import compose_config, load_script, replay_inputs, run_config
 
+from stoixlite.config.parse import parse
+from stoixlite.config.plan import plan_run
 from stoixlite.networks.dense import Dense, matmul, outer_sum
 from stoixlite.ppo.learner import make_sequences, sequence_length
 from stoixlite.ppo.loss import ppo_loss
 from stoixlite.run.build import build_run
-from stoixlite.run.config import parse
 
 
 def _ppo(cfg):
-    return parse(cfg).ppo
+    return plan_run(parse(cfg)).ppo
 
 
 OVERRIDES = [
@@ -94,7 +92,7 @@ def _max_rel_diff(a, b) -> float:
 
 @pytest.mark.parametrize("network", ["feedforward", "mlp"])
 def test_transition_minibatch_equals_sequence_minibatch(network):
-    exp = build_run(compose_config(OVERRIDES + [f"network={network}"]))
+    exp = build_run(run_config(OVERRIDES + [f"network={network}"]))
     assert exp.ppo.transitions
     (g_seq, m_seq), (g_step, m_step), traj = loss_and_grads(exp, shift=0.05)
     assert bool(np.asarray(traj.last).any()), "episodes must end mid-rollout"
@@ -110,7 +108,7 @@ def test_transition_minibatch_equals_sequence_minibatch(network):
 def test_recurrent_transitions_differ_from_sequences():
     """Negative control: for a GRU, length-1 replays from the stored carries are not the
     sequence loss once the parameters differ from the rollout's."""
-    exp = build_run(compose_config(OVERRIDES + ["network=gru"]))
+    exp = build_run(run_config(OVERRIDES + ["network=gru"]))
     assert not exp.ppo.transitions
     (_, m_seq), (_, m_step), _ = loss_and_grads(exp, shift=0.05)
     assert abs(float(m_step["loss/value"]) - float(m_seq["loss/value"])) > 1e-4
@@ -130,7 +128,7 @@ def test_stateless_networks_select_transitions():
 @pytest.mark.parametrize("network", ["feedforward", "mlp"])
 def test_transition_update_replays_rollout(network):
     """The full update on shuffled transitions keeps the rollout/replay identity."""
-    exp = build_run(compose_config(OVERRIDES + [f"network={network}", "system.epochs=2"]))
+    exp = build_run(run_config(OVERRIDES + [f"network={network}", "system.epochs=2"]))
     state = exp.init_state(jax.random.PRNGKey(0))
     _, metrics = jax.jit(exp.update)(state)
     assert float(metrics["loss/first_ratio_max_dev"]) < 1e-5
@@ -141,10 +139,9 @@ def test_transition_update_replays_rollout(network):
 def test_feedforward_is_purejaxrl_network():
     """``network=feedforward`` computes PureJaxRL ppo.py's network (as implemented in
     scripts/purejaxrl_ppo.py) with the same weights."""
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-    from purejaxrl_ppo import TwoTowers
+    TwoTowers = load_script("purejaxrl_ppo").TwoTowers
 
-    exp = build_run(compose_config(["network=feedforward", "env=gymnax/CartPole-v1"]))
+    exp = build_run(run_config(["network=feedforward", "env=gymnax/CartPole-v1"]))
     state = exp.init_state(jax.random.PRNGKey(0))
     p = state.params["params"]
     assert set(p) == {"actor_mlp", "critic_mlp", "pi", "v"}  # no encoder, no memory parameters

@@ -9,7 +9,7 @@ from conftest import compose_config
 from omegaconf import OmegaConf
 from wandb_reader import read_run
 
-from stoixlite.run.config import parse
+from stoixlite.config.parse import parse
 from stoixlite.tracking import wandb_logger
 from stoixlite.tracking.wandb_logger import RUN_ID_FILE, WandbLogger, from_config
 
@@ -137,4 +137,19 @@ def test_offline_run_says_so_in_one_line(monkeypatch, tmp_path, caplog, wandb_mo
     assert len(lines) == 1 and "\n" not in lines[0], lines
     assert why in lines[0] and f"wandb sync {logger.run_path}" in lines[0]
     assert logger.run_path.name.startswith("offline-run-")
+    logger.finish()
+
+
+def test_online_without_an_api_key_says_the_key_is_missing(monkeypatch, tmp_path, caplog):
+    """Issue 38: ``WANDB_MODE=online`` without a key said "W&B unreachable". The missing key is
+    found before any connection is tried (no network needed)."""
+    monkeypatch.setenv("WANDB_MODE", "online")
+    monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")  # nothing listens there
+    with caplog.at_level(logging.WARNING, logger="stoixlite.tracking.wandb_logger"):
+        logger = WandbLogger({"x": 1}, tmp_path / "run", init_timeout=2)
+    assert logger.mode == "offline" and logger.active
+    (line,) = [r.getMessage() for r in caplog.records]  # no "init (online) failed" error
+    assert "WANDB_MODE=online but no W&B API key" in line and "`wandb login`" in line, line
+    assert "WANDB_MODE=offline" in line and f"wandb sync {logger.run_path}" in line
+    assert "unreachable" not in line and "\n" not in line
     logger.finish()

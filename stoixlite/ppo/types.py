@@ -49,7 +49,7 @@ class Transition:
 
 @dataclass(frozen=True)
 class PPOConfig:
-    """Static PPO hyperparameters (parsed by ``stoixlite.run.config``)."""
+    """Static PPO hyperparameters (parsed by ``stoixlite.config``)."""
 
     num_envs: int
     rollout_length: int

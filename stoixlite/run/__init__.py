@@ -1,1 +1,1 @@
-"""The host side of a training run: the typed config, building a run, the host loop."""
+"""The host side of a training run: building a run, the host loop, resume, devices and signals."""

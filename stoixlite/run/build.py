@@ -13,6 +13,7 @@ shardings of :class:`~stoixlite.run.sharding.Placement`: envs split over devices
 
 from __future__ import annotations
 
+import copy
 import json
 from collections import OrderedDict
 from collections.abc import Callable
@@ -23,8 +24,10 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 import optax
-from omegaconf import DictConfig
 
+from stoixlite.config.checks import check_device_split
+from stoixlite.config.plan import RunPlan, plan_run
+from stoixlite.config.schema import EnvConfig, NetworkConfig, RunConfig
 from stoixlite.envs.registry import make
 from stoixlite.envs.types import Environment
 from stoixlite.envs.wrappers import make_batched_env
@@ -33,7 +36,6 @@ from stoixlite.ppo.evaluate import make_evaluator
 from stoixlite.ppo.finite import all_finite
 from stoixlite.ppo.learner import make_learn_chunk, make_optimizer, make_update
 from stoixlite.ppo.types import LearnerState, PPOConfig
-from stoixlite.run.config import EnvConfig, NetworkConfig, RunConfig, parse
 from stoixlite.run.sharding import Placement, select_devices
 
 Metrics = dict[str, jax.Array]
@@ -107,6 +109,7 @@ class Run:
     laid out on the devices of ``placement``."""
 
     config: RunConfig
+    plan: RunPlan
     ppo: PPOConfig
     env: Environment
     network: ActorCritic
@@ -120,6 +123,8 @@ class Run:
     split: Callable[[jax.Array], tuple[jax.Array, jax.Array]] = field(init=False)
     params_finite: Callable[[Any], jax.Array] = field(init=False)
     compiled_learn: Any = field(init=False, default=None)  # ``learn`` compiled ahead of time
+    # Programs compiled ahead of time, shared by the copies of a cached run (same programs).
+    compiled: dict[str, Any] = field(init=False, default_factory=dict)
     state_shardings: Any = field(init=False, default=None)  # of the learner state (None: 1 device)
 
     def __post_init__(self) -> None:
@@ -198,9 +203,12 @@ class Run:
         return place.put(state, self.state_shardings), place.put(key, place.replicated)
 
     def compile_learn(self, state: Any) -> Any:
-        """``learn`` compiled ahead of time for ``state`` (once per run object)."""
+        """``learn`` compiled ahead of time for ``state`` (once for the runs of one compile key,
+        :func:`build_run`)."""
         if self.compiled_learn is None:
-            self.compiled_learn = self.learn.lower(state).compile()
+            if "learn" not in self.compiled:
+                self.compiled["learn"] = self.learn.lower(state).compile()
+            self.compiled_learn = self.compiled["learn"]
         return self.compiled_learn
 
     def compile_programs(self, state: Any, key: jax.Array) -> Any:
@@ -259,9 +267,10 @@ def _unaliased(tree: Any) -> Any:
 
 
 def _build(cfg: RunConfig) -> Run:
-    ppo = cfg.ppo
+    plan = plan_run(cfg)
+    ppo = plan.ppo
     devices = select_devices(cfg.arch.num_devices)
-    cfg.check_device_split(len(devices))
+    check_device_split(cfg, len(devices))
     placement = Placement.create(devices, cfg.arch.num_seeds)
     env = make_env_stack(cfg.env, ppo.num_envs)
     network = make_network(cfg.network, env)
@@ -285,6 +294,7 @@ def _build(cfg: RunConfig) -> Run:
     )
     return Run(
         config=cfg,
+        plan=plan,
         ppo=ppo,
         env=env,
         network=network,
@@ -296,9 +306,10 @@ def _build(cfg: RunConfig) -> Run:
     )
 
 
-# Runs of recent configs, keyed by everything that affects the compiled code (not the seed,
-# loggers or checkpoint settings): the jobs of a seed sweep in one multirun process, and a resumed
-# run in the same process, reuse one compilation.
+# The programs of recent configs, keyed by everything that affects the compiled code (not the
+# seed, loggers or checkpoint settings): the jobs of a seed sweep in one multirun process, and a
+# resumed run in the same process, reuse one compilation. Each build_run gets its own copy of the
+# cached run with its own config and plan; the copies share the jitted and compiled programs.
 _CACHE: OrderedDict[str, Run] = OrderedDict()
 _CACHE_SIZE = 2
 
@@ -312,19 +323,16 @@ def _compile_key(cfg: RunConfig) -> str:
     return json.dumps(container, sort_keys=True, default=str)
 
 
-def build_run(cfg: RunConfig | DictConfig) -> Run:
-    """The :class:`Run` of ``cfg`` (parsed if it is not a ``RunConfig`` yet), cached for recent
-    configs; the seed is taken from ``cfg``, the compiled programs are shared."""
-    cfg = parse(cfg)
+def build_run(cfg: RunConfig) -> Run:
+    """The :class:`Run` of ``cfg``, a run of its own whose programs are shared with the runs
+    of recent configs that compile the same (another seed, other outputs)."""
     key = _compile_key(cfg)
-    if key in _CACHE:
-        _CACHE.move_to_end(key)
-        cached = _CACHE[key]
-        if cached.config != cfg:  # same programs, another seed or other outputs
-            cached.config = cfg
-        return cached
-    run = _build(cfg)
-    _CACHE[key] = run
+    if key not in _CACHE:
+        _CACHE[key] = _build(cfg)
+    _CACHE.move_to_end(key)
     while len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)
+    run = copy.copy(_CACHE[key])  # shares the programs, not the config
+    if run.config != cfg:
+        run.config, run.plan = cfg, plan_run(cfg)
     return run

@@ -24,7 +24,7 @@ import threading
 import jax
 import numpy as np
 
-from stoixlite.run.config import DistributedConfig
+from stoixlite.config.schema import DistributedConfig
 
 EXIT_CODE = 2
 

@@ -14,7 +14,8 @@ What happens next is ``arch.on_nonfinite``:
   stop as above.
 
 :class:`CollapseWatch` warns once when the update's approximate KL or clip fraction stays far
-above normal for several chunks in a row (a learning rate so large that the policy collapses).
+above normal for several chunks in a row or spikes in one, or when a discrete policy's entropy
+vanishes while the eval return stays at its start level (a policy that collapsed).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from stoixlite.run.config import RunConfig
+from stoixlite.config.schema import RunConfig
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +37,11 @@ PARAMS_METRIC = "params"  # names non-finite parameters in messages
 COLLAPSE_KL = 0.5
 COLLAPSE_CLIP_FRACTION = 0.5
 COLLAPSE_CHUNKS = 3
+# One chunk whose mean approximate KL exceeds this is a spike: the policy jumped far at once.
+KL_SPIKE = 5.0
+# A discrete policy whose entropy is below this fraction of the uniform policy's (log n) while
+# the eval return stays at its first chunk's level has collapsed onto a few actions.
+COLLAPSE_ENTROPY_FRACTION = 0.02
 
 
 class NonFiniteError(RuntimeError):
@@ -103,21 +109,64 @@ def nonfinite_message(
 
 
 class CollapseWatch:
-    """Warns once when ``loss/approx_kl`` or ``loss/clip_fraction`` (chunk means) stay above
-    :data:`COLLAPSE_KL` / :data:`COLLAPSE_CLIP_FRACTION` for :data:`COLLAPSE_CHUNKS` chunks."""
+    """Warns once (one line, the run goes on) when the policy collapses, judged on the host from
+    each chunk's record (chunk means; nothing is added to the compiled program):
 
-    def __init__(self, lr: float):
+    * ``loss/approx_kl`` or ``loss/clip_fraction`` stay above :data:`COLLAPSE_KL` /
+      :data:`COLLAPSE_CLIP_FRACTION` for :data:`COLLAPSE_CHUNKS` chunks, or the KL of one chunk
+      spikes above :data:`KL_SPIKE`;
+    * with ``num_actions`` (a discrete policy), ``loss/entropy`` falls below
+      :data:`COLLAPSE_ENTROPY_FRACTION` of ``log(num_actions)`` while ``eval/episode_return``
+      has not risen above its first chunk's level (a collapse onto a few actions, not a policy
+      that learned to be sure).
+    """
+
+    def __init__(self, lr: float, num_actions: int | None = None):
         self.lr = lr
         self.streak = 0
         self.warned = False
+        self.max_entropy = float(np.log(num_actions)) if num_actions and num_actions > 1 else None
+        self.start_return: float | None = None
+        self.chunks = 0
 
     def observe(self, record: dict[str, float]) -> bool:
         """Feed one chunk's record; returns True when it logged the warning (at most once)."""
+        self.chunks += 1
         kl = record.get("loss/approx_kl", 0.0)
         clip = record.get("loss/clip_fraction", 0.0)
         high = kl > COLLAPSE_KL or clip > COLLAPSE_CLIP_FRACTION
         self.streak = self.streak + 1 if high else 0
-        if self.warned or self.streak < COLLAPSE_CHUNKS:
+        ret = record.get("eval/episode_return")
+        if self.start_return is None and ret is not None and np.isfinite(ret):
+            self.start_return = float(ret)
+        if self.warned:
+            return False
+        if kl > KL_SPIKE:
+            self.warned = True
+            log.warning(
+                "the policy may be collapsing: approx KL %.3g per update in chunk %d (normal: "
+                "below %.2g); system.lr=%g may be too large (or system.vf_coef, "
+                "system.normalize_advantages=false)",
+                kl,
+                self.chunks,
+                COLLAPSE_KL,
+                self.lr,
+            )
+            return True
+        if self._entropy_collapsed(record.get("loss/entropy"), ret):
+            self.warned = True
+            log.warning(
+                "the policy has collapsed: entropy %.3g after chunk %d (uniform: %.3g) while the "
+                "eval return stays at its start level %.4g; system.lr=%g may be too large (or "
+                "system.vf_coef, system.normalize_advantages=false, system.ent_coef too small)",
+                record["loss/entropy"],
+                self.chunks,
+                self.max_entropy,
+                self.start_return,
+                self.lr,
+            )
+            return True
+        if self.streak < COLLAPSE_CHUNKS:
             return False
         self.warned = True
         log.warning(
@@ -131,3 +180,13 @@ class CollapseWatch:
             self.lr,
         )
         return True
+
+    def _entropy_collapsed(self, entropy: float | None, ret: float | None) -> bool:
+        """Near-zero entropy of a discrete policy with the eval return at its start level (from
+        the second chunk on: the first one sets the level)."""
+        if self.max_entropy is None or entropy is None or self.start_return is None:
+            return False
+        if self.chunks < 2 or ret is None or not np.isfinite(ret):
+            return False
+        level = self.start_return + 0.05 * max(abs(self.start_return), 1.0)
+        return entropy < COLLAPSE_ENTROPY_FRACTION * self.max_entropy and ret <= level

@@ -1,9 +1,9 @@
 """The host loop of a training run: compiled learn chunks, evaluation, one record per chunk.
 
-``train(cfg, run_dir)`` runs ``cfg.num_chunks`` chunks: ``arch.num_evaluations``, or fewer equal
-chunks where those keep more of the budget (fewer also with an early stop: once the
-mean eval return reaches ``arch.target_return``, when set, the run saves a checkpoint and ends).
-After each chunk it checks that the
+``train(cfg, run_dir)`` runs the plan's chunks (:mod:`stoixlite.config.plan`):
+``arch.num_evaluations``, or fewer equal chunks where those keep more of the budget (fewer also
+with an early stop: once the mean eval return reaches ``arch.target_return``, when set, the run
+saves a checkpoint and ends). After each chunk it checks that the
 losses and parameters are finite (a non-finite chunk is discarded and the run stops or rolls back,
 ``arch.on_nonfinite``, see :mod:`stoixlite.run.divergence`), evaluates, then hands the chunk's
 record to the :class:`~stoixlite.tracking.recorder.Recorder` (JSON lines, W&B, progress bar,
@@ -28,13 +28,15 @@ import logging
 import math
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import OmegaConf
 
-from stoixlite.run.build import build_run
-from stoixlite.run.config import RunConfig, parse, parse_distributed
-from stoixlite.run.distributed import check_agreement, initialize, is_primary
+from stoixlite.config.schema import RunConfig
+from stoixlite.run.build import Run, build_run
+from stoixlite.run.distributed import check_agreement, is_primary
 from stoixlite.run.divergence import (
     CollapseWatch,
     NonFiniteError,
@@ -42,202 +44,273 @@ from stoixlite.run.divergence import (
     halved_lr,
     nonfinite_message,
 )
-from stoixlite.run.overrides import held_outputs, run_dir_in_use
+from stoixlite.run.outputs import recorder_settings
 from stoixlite.run.resume import (
     CONFIG_FILE,
     HostState,
     check_restored_chunks,
     check_resumed_chunks,
     checkpoint_tree,
-    load_run_config,
+    load_saved_config,
     restore,
+)
+from stoixlite.run.run_dir import (
+    RunDirInUseError,
+    afresh_line,
+    held_outputs,
+    run_dir_in_use,
+    stopped_before_first_checkpoint,
 )
 from stoixlite.run.sharding import to_host
 from stoixlite.run.signals import StopRequest, TrainingInterrupted
+from stoixlite.specs import Discrete
+from stoixlite.tracking.files import METRICS_FILE, PER_SEED_FILE
 from stoixlite.tracking.metrics import summarize
 from stoixlite.tracking.recorder import Recorder
 
 log = logging.getLogger(__name__)
 
 
+@dataclass
+class Training:
+    """Where a run stands between chunks: its config and programs, the learner state and host
+    key, the host-loop state saved with checkpoints, the compiled learn program, and the
+    outputs."""
+
+    cfg: RunConfig
+    run: Run
+    run_dir: Path
+    recorder: Recorder
+    primary: bool
+    state: Any = None
+    key: Any = None
+    host: HostState = dataclasses.field(default_factory=HostState)
+    learn: Callable[[Any], tuple[Any, dict[str, Any]]] | None = None
+    compile_s: float = 0.0
+    collapse: CollapseWatch | None = None
+
+
 def train(
-    cfg: RunConfig | DictConfig,
+    cfg: RunConfig,
     run_dir: str | Path,
     resume: bool = False,
     on_chunk_end: Callable[[int, dict[str, float]], None] | None = None,
+    sweep: str | None = None,
 ) -> float:
     """Train as configured, writing outputs to ``run_dir``; returns the final mean eval return.
 
     ``resume``: continue from the latest checkpoint in ``run_dir``. ``on_chunk_end(chunk,
     record)`` is called after each chunk is logged, before the checkpoint decision (a hook for
-    tests and tools).
+    tests and tools). ``sweep``: the name of the multirun sweep the run belongs to (the W&B
+    group unless ``logger.wandb.group`` is set). A multi-process run (``distributed.enabled``)
+    must have joined its processes before (:func:`stoixlite.run.distributed.initialize`, which
+    the entry point calls before it parses the config).
     """
-    initialize(cfg.distributed if isinstance(cfg, RunConfig) else parse_distributed(cfg))
-    cfg = parse(cfg)
-    run_dir = Path(run_dir)
+    t = open_training(cfg, Path(run_dir), resume, sweep)
+    num_chunks = t.run.plan.num_chunks
+    done = resume_is_finished(t, resume)
+    start = time.perf_counter()
+    if not done:
+        t.learn = t.run.compile_programs(t.state, t.key)
+    t.compile_s = time.perf_counter() - start
+    t.collapse = CollapseWatch(t.cfg.system.lr, num_actions(t.run))
+    ok = False
+    try:
+        t.recorder.start(t.host.logger_step, t.run.steps_per_chunk * t.host.chunk)
+        with StopRequest() as stop:
+            while t.host.chunk < num_chunks and not done:
+                chunk = t.host.chunk
+                record = learn_chunk(t, start)
+                if record is None:  # a non-finite chunk, rolled back
+                    continue
+                if on_chunk_end is not None:
+                    on_chunk_end(chunk, record)
+                done = end_chunk(t, record, start, stop.signum)
+        ok = True
+    finally:
+        record = t.recorder.finish(ok, t.host.best_eval_return)
+    final = float(record.get("eval/episode_return", math.nan))
+    steps_done = int(record.get("step", t.run.steps_per_chunk * num_chunks))
+    if t.primary:
+        print(
+            f"final eval return {final:.4f} after {steps_done} steps "
+            f"({time.perf_counter() - start:.1f}s, compile {t.compile_s:.1f}s); "
+            f"outputs in {t.run_dir}"
+        )
+    return final
+
+
+def open_training(cfg: RunConfig, run_dir: Path, resume: bool, sweep: str | None) -> Training:
+    """Everything checked before a file is written (a resume's chunk size, the processes'
+    agreement, the devices, a new run's directory), then the outputs opened and the learner
+    state created, or restored from the latest checkpoint with ``resume``."""
     if resume:  # before anything is written: the saved config.yaml is still the run's own
-        check_resumed_chunks(parse(load_run_config(run_dir / CONFIG_FILE)), cfg)
-    # What the run is, not how it was launched: a resumed run may use other processes.
-    saved_config = _saved_config(cfg)
+        check_resumed_chunks(load_saved_config(run_dir / CONFIG_FILE), cfg)
     # Looked at before the processes meet, so that no process sees what another one has written
     # since (process 0 creates the checkpoint directory right after); they must agree on it.
     held = [] if resume else held_outputs(run_dir)
+    # A run that stopped before its first checkpoint saved nothing: started afresh in place.
+    afresh = bool(held) and stopped_before_first_checkpoint(run_dir)
+    held = [] if afresh else held
     check_agreement(
         cfg.distributed.num_processes,
-        config=saved_config,
+        config=_saved_config(cfg),
         run_dir=str(run_dir.resolve()),
         run_dir_outputs=",".join(held),
     )
     run = build_run(cfg)  # refuses device counts that do not fit, before anything is written
-    primary = is_primary()
     if held:  # a new run would append to its records and mix its checkpoints with them
         raise RunDirInUseError(run_dir_in_use(run_dir, held))
     run_dir.mkdir(parents=True, exist_ok=True)
-    num_chunks, seeds = cfg.num_chunks, cfg.arch.num_seeds
-    recorder = Recorder(cfg, run_dir, resume, run.steps_per_chunk * num_chunks, primary)
-    host = HostState()
+    primary = is_primary()
+    if afresh and primary:
+        print(afresh_line(run_dir))
+        for name in (METRICS_FILE, PER_SEED_FILE):  # records of chunks never saved
+            (run_dir / name).unlink(missing_ok=True)
+    settings = recorder_settings(cfg, run.plan, run.steps_per_chunk * run.plan.num_chunks, sweep)
+    t = Training(cfg, run, run_dir, Recorder(settings, run_dir, resume, primary), primary)
     if resume:
-        assert recorder.checkpointer is not None
-        state, key, host, step = restore(run, recorder.checkpointer)
-        check_restored_chunks(run, state, host, run_dir)
+        assert t.recorder.checkpointer is not None
+        t.state, t.key, t.host, step = restore(run, t.recorder.checkpointer)
+        check_restored_chunks(run, t.state, t.host, run_dir)
         if primary:
-            print(f"resuming {run_dir} from checkpoint {step} (chunk {host.chunk})")
+            print(f"resuming {run_dir} from checkpoint {step} (chunk {t.host.chunk})")
     else:
-        state, key = run.init()
-    # A run that stopped early at arch.target_return is finished: resuming it trains no further
-    # unless the resumed config's target is no longer reached (e.g. arch.target_return=null).
-    done = resume and target_reached(host.last_eval_return, cfg.arch.target_return)
-    finished = resume and host.chunk >= num_chunks  # every chunk of the budget already trained
-    if primary:
-        if not (done or finished):  # a resume that trains nothing leaves the saved config as is
-            (run_dir / CONFIG_FILE).write_text(saved_config)
-        if cfg.budget_note():
-            print(cfg.budget_note())
-        if done:
+        t.state, t.key = run.init()
+    return t
+
+
+def resume_is_finished(t: Training, resume: bool) -> bool:
+    """Whether a resumed run has nothing left to train: it stopped early at
+    ``arch.target_return`` (and the resumed config's target is still reached; e.g.
+    ``arch.target_return=null`` trains on) or trained every chunk of its budget. Writes the run's
+    config unless so (a resume that trains nothing leaves the saved config as it is) and prints
+    the budget note."""
+    cfg, host, num_chunks = t.cfg, t.host, t.run.plan.num_chunks
+    stopped = resume and target_reached(host.last_eval_return, cfg.arch.target_return)
+    finished = resume and host.chunk >= num_chunks
+    if t.primary:
+        if not (stopped or finished):
+            (t.run_dir / CONFIG_FILE).write_text(_saved_config(cfg))
+        if t.run.plan.budget_note:
+            print(t.run.plan.budget_note)
+        if stopped:
             print(
-                f"{run_dir} stopped at arch.target_return={cfg.arch.target_return} (eval return "
+                f"{t.run_dir} stopped at arch.target_return={cfg.arch.target_return} (eval return "
                 f"{host.last_eval_return:.4f} after chunk {host.chunk}): nothing to train "
                 "(resume with arch.target_return=null to train on)"
             )
         elif finished:
             print(
-                f"{run_dir} has trained all {num_chunks} chunks of arch.total_timesteps="
+                f"{t.run_dir} has trained all {num_chunks} chunks of arch.total_timesteps="
                 f"{cfg.arch.total_timesteps}: nothing to train (to extend it, raise "
                 "arch.total_timesteps and arch.num_evaluations alike)"
             )
-
-    start = time.perf_counter()
-    learn = run.compile_programs(state, key) if not (done or finished) else None
-    compile_s = time.perf_counter() - start
-    collapse = CollapseWatch(cfg.system.lr)
-    ok = False
-    try:
-        recorder.start(host.logger_step, run.steps_per_chunk * host.chunk)
-        with StopRequest() as stop:
-            while host.chunk < num_chunks and not done:
-                assert learn is not None
-                chunk = host.chunk
-                tic = time.perf_counter()
-                state, chunk_metrics = learn(state)
-                chunk_metrics = to_host(chunk_metrics)
-                train_s = time.perf_counter() - tic
-                bad = first_nonfinite(chunk_metrics, to_host(run.params_finite(state.params)))
-                if bad is not None:  # discard the chunk: nothing of it is logged or saved
-                    ckpt = recorder.checkpointer
-                    kept = ckpt.latest_step() if ckpt is not None else None
-                    arch = cfg.arch
-                    rollbacks = (
-                        (host.rollbacks, arch.max_rollbacks)
-                        if arch.on_nonfinite == "rollback"
-                        else None
-                    )
-                    message = nonfinite_message(chunk, *bad, kept, run_dir, rollbacks)
-                    if arch.on_nonfinite != "rollback" or host.rollbacks >= arch.max_rollbacks:
-                        raise NonFiniteError(message)
-                    # Rollback: the newest checkpoint (or the initial state), halved lr.
-                    rollbacks, old_lr = host.rollbacks + 1, cfg.system.lr
-                    cfg = halved_lr(cfg)
-                    run = build_run(cfg)
-                    state, key = run.init()
-                    host = HostState()
-                    if kept is not None:
-                        assert ckpt is not None
-                        state, key, host, _ = restore(run, ckpt, kept)
-                    host.rollbacks = rollbacks
-                    recorder.rewind(cfg, host.logger_step)
-                    if primary:
-                        (run_dir / CONFIG_FILE).write_text(_saved_config(cfg))
-                    tic = time.perf_counter()
-                    learn = run.compile_learn(state)
-                    compile_s += time.perf_counter() - tic
-                    collapse = CollapseWatch(cfg.system.lr)
-                    log.warning(
-                        "rollback %d of %d: %s; restarting from %s with system.lr %g -> %g",
-                        rollbacks,
-                        arch.max_rollbacks,
-                        message.split("; stopped", 1)[0],
-                        f"checkpoint {kept}" if kept is not None else "the initial state",
-                        old_lr,
-                        cfg.system.lr,
-                    )
-                    recorder.progress.update(run.steps_per_chunk * host.chunk, {})
-                    continue
-                key, eval_key = run.split(key)
-                eval_result = to_host(run.evaluator(state.params, eval_key))
-                summary, per_seed = summarize(chunk_metrics, eval_result, seeds)
-                record = {
-                    "step": run.steps_per_chunk * (chunk + 1),
-                    "update": run.ppo.updates_per_chunk * (chunk + 1),
-                    **summary,
-                    "train/sps": run.steps_per_chunk * seeds / train_s,
-                    "time/elapsed_s": host.elapsed_s + time.perf_counter() - start,
-                    "time/compile_s": compile_s,
-                }
-                recorder.log(record, per_seed)
-                collapse.observe(record)
-                host.chunk, host.logger_step = chunk + 1, host.logger_step + 1
-                ret = record["eval/episode_return"]
-                host.last_eval_return = ret
-                if math.isfinite(ret) and (
-                    host.best_eval_return is None or ret > host.best_eval_return
-                ):
-                    host.best_eval_return = ret
-                if on_chunk_end is not None:
-                    on_chunk_end(chunk, record)
-                elapsed = host.elapsed_s + time.perf_counter() - start
-                saved = dataclasses.replace(host, elapsed_s=elapsed)
-                stopping = stop.signum is not None
-                reached = target_reached(ret, cfg.arch.target_return)
-                recorder.checkpoint(
-                    host.chunk, checkpoint_tree(state, key), saved, stopping or reached
-                )
-                if stopping and host.chunk < num_chunks:
-                    raise TrainingInterrupted(stop.signum, run_dir, host.chunk)
-                if reached:
-                    target = cfg.arch.target_return
-                    print(f"eval return {ret:.4f} reached arch.target_return={target}: stopping")
-                    break
-        ok = True
-    finally:
-        record = recorder.finish(ok, host.best_eval_return)
-    final = float(record.get("eval/episode_return", math.nan))
-    steps_done = int(record.get("step", run.steps_per_chunk * num_chunks))
-    if primary:
-        print(
-            f"final eval return {final:.4f} after {steps_done} steps "
-            f"({time.perf_counter() - start:.1f}s, compile {compile_s:.1f}s); outputs in {run_dir}"
-        )
-    return final
+    return stopped or finished
 
 
-class RunDirInUseError(FileExistsError):
-    """A new run was given a directory that already holds a run's outputs."""
+def learn_chunk(t: Training, start: float) -> dict[str, float] | None:
+    """One compiled learn chunk, checked and evaluated: its record, handed to the recorder; or
+    ``None`` when its losses or parameters were not finite and the run rolled back
+    (:func:`rollback`; a stop raises :class:`~stoixlite.run.divergence.NonFiniteError`)."""
+    assert t.learn is not None and t.collapse is not None
+    run, chunk, seeds = t.run, t.host.chunk, t.cfg.arch.num_seeds
+    tic = time.perf_counter()
+    t.state, chunk_metrics = t.learn(t.state)
+    chunk_metrics = to_host(chunk_metrics)
+    train_s = time.perf_counter() - tic
+    bad = first_nonfinite(chunk_metrics, to_host(run.params_finite(t.state.params)))
+    if bad is not None:  # discard the chunk: nothing of it is logged or saved
+        rollback(t, chunk, bad)
+        return None
+    t.key, eval_key = run.split(t.key)
+    eval_result = to_host(run.evaluator(t.state.params, eval_key))
+    summary, per_seed = summarize(chunk_metrics, eval_result, seeds)
+    record = {
+        "step": run.steps_per_chunk * (chunk + 1),
+        "update": run.ppo.updates_per_chunk * (chunk + 1),
+        **summary,
+        "train/sps": run.steps_per_chunk * seeds / train_s,
+        "time/elapsed_s": t.host.elapsed_s + time.perf_counter() - start,
+        "time/compile_s": t.compile_s,
+    }
+    t.recorder.log(record, per_seed)
+    t.collapse.observe(record)
+    return record
+
+
+def end_chunk(t: Training, record: dict[str, float], start: float, signum: int | None) -> bool:
+    """The host-loop state after a logged chunk, and its checkpoint when due; raises
+    :class:`~stoixlite.run.signals.TrainingInterrupted` on a stop request before the last chunk.
+    Returns whether the run stops early (``arch.target_return`` reached)."""
+    host, chunk = t.host, t.host.chunk
+    host.chunk, host.logger_step = chunk + 1, host.logger_step + 1
+    ret = record["eval/episode_return"]
+    host.last_eval_return = ret
+    if math.isfinite(ret) and (host.best_eval_return is None or ret > host.best_eval_return):
+        host.best_eval_return = ret
+    saved = dataclasses.replace(host, elapsed_s=host.elapsed_s + time.perf_counter() - start)
+    stopping = signum is not None
+    reached = target_reached(ret, t.cfg.arch.target_return)
+    t.recorder.checkpoint(host.chunk, checkpoint_tree(t.state, t.key), saved, stopping or reached)
+    if stopping and host.chunk < t.run.plan.num_chunks:
+        raise TrainingInterrupted(signum, t.run_dir, host.chunk)
+    if reached:
+        target = t.cfg.arch.target_return
+        print(f"eval return {ret:.4f} reached arch.target_return={target}: stopping")
+    return reached
+
+
+def rollback(t: Training, chunk: int, bad: tuple[str, int]) -> None:
+    """A non-finite chunk (``arch.on_nonfinite``): stop with one line
+    (:class:`~stoixlite.run.divergence.NonFiniteError`), or, within ``arch.max_rollbacks``,
+    go back to the newest checkpoint (or the initial state) with ``system.lr`` halved."""
+    ckpt = t.recorder.checkpointer
+    kept = ckpt.latest_step() if ckpt is not None else None
+    arch = t.cfg.arch
+    rolling = arch.on_nonfinite == "rollback"
+    limits = (t.host.rollbacks, arch.max_rollbacks) if rolling else None
+    message = nonfinite_message(chunk, *bad, kept, t.run_dir, limits)
+    if not rolling or t.host.rollbacks >= arch.max_rollbacks:
+        raise NonFiniteError(message)
+    rollbacks, old_lr = t.host.rollbacks + 1, t.cfg.system.lr
+    t.cfg = halved_lr(t.cfg)
+    t.run = build_run(t.cfg)
+    t.state, t.key = t.run.init()
+    t.host = HostState()
+    if kept is not None:
+        assert ckpt is not None
+        t.state, t.key, t.host, _ = restore(t.run, ckpt, kept)
+    t.host.rollbacks = rollbacks
+    t.recorder.rewind(t.host.logger_step)
+    if t.primary:
+        (t.run_dir / CONFIG_FILE).write_text(_saved_config(t.cfg))
+    tic = time.perf_counter()
+    t.learn = t.run.compile_learn(t.state)
+    t.compile_s += time.perf_counter() - tic
+    t.collapse = CollapseWatch(t.cfg.system.lr, num_actions(t.run))
+    log.warning(
+        "rollback %d of %d: %s; restarting from %s with system.lr %g -> %g",
+        rollbacks,
+        arch.max_rollbacks,
+        message.split("; stopped", 1)[0],
+        f"checkpoint {kept}" if kept is not None else "the initial state",
+        old_lr,
+        t.cfg.system.lr,
+    )
+    t.recorder.progress.update(t.run.steps_per_chunk * t.host.chunk, {})
 
 
 def _saved_config(cfg: RunConfig) -> str:
     """The YAML saved as the run's config: what the run is, not how it was launched (a resumed
     run may use other processes, so ``distributed`` is left out)."""
     return OmegaConf.to_yaml({k: v for k, v in cfg.to_dict().items() if k != "distributed"})
+
+
+def num_actions(run: Run) -> int | None:
+    """The number of actions of a discrete policy (``None`` for continuous actions)."""
+    space = getattr(run.env, "action_space", None)
+    return int(space.n) if isinstance(space, Discrete) else None
 
 
 def target_reached(eval_return: float, target: float | None) -> bool:

@@ -1,17 +1,23 @@
-"""Resuming and loading runs: the config of ``resume=<run dir>``, the host-loop state saved with
-every checkpoint, and :func:`restore`, the one way a checkpoint comes back (the trainer resuming
-and the evaluator loading a run both use it).
+"""Resuming and loading runs: the resume policy, in one place.
+
+The config fingerprint a checkpoint must agree on (:func:`config_fingerprint`), the config of
+``resume=<run dir>`` keeps, the chunk size a resume must keep (:func:`check_resumed_chunks`,
+:func:`check_restored_chunks`), the host-loop state saved with every checkpoint
+(:class:`HostState`) and :func:`restore`, the one way a checkpoint comes back (the trainer
+resuming and the evaluator loading a run both use it).
 
 Everything a resume or an evaluation needs from the run directory is checked before anything is
 compiled, each mistake one line: the directory, its ``config.yaml`` (:func:`load_run_config`) and
 an intact checkpoint written with the same config (:func:`find_checkpoint`,
-:func:`~stoixlite.tracking.checkpointing.check_resumable`); the latest checkpoint falls back to
-the newest intact one.
+:func:`check_resumable`); the latest checkpoint falls back to the newest intact one.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,17 +25,73 @@ from typing import Any
 import jax
 from omegaconf import DictConfig, OmegaConf
 
+from stoixlite.config.parse import parse
+from stoixlite.config.plan import plan_run
+from stoixlite.config.schema import RunConfig
+from stoixlite.config.strict import ConfigError
 from stoixlite.run.build import Run, build_run
-from stoixlite.run.config import ConfigError, RunConfig, parse
 from stoixlite.run.sharding import to_host
-from stoixlite.tracking.checkpointing import (
-    Checkpointer,
-    check_resumable,
-    checkpoint_dir,
-    config_fingerprint,
-)
+from stoixlite.tracking.checkpointing import Checkpointer, checkpoint_dir, quiet_orbax
+from stoixlite.tracking.files import CHECKPOINT_DIRNAME, CONFIG_FILE
 
-CONFIG_FILE = "config.yaml"
+# arch keys that change the shapes of the learner state (besides the network and env configs).
+_SHAPE_ARCH_KEYS = ("num_envs", "num_seeds")
+# env keys that change neither the learner state nor the env's dynamics on valid actions.
+_UNFINGERPRINTED_ENV_KEYS = ("check_actions",)
+# Env keys added after checkpoints existed, with the value every older run had: left out of the
+# fingerprint at that value, so checkpoints written before the key existed still restore.
+_ADDED_ENV_KEYS = {"obs_prev_action": True}
+
+
+def config_fingerprint(cfg: RunConfig) -> dict[str, Any]:
+    """What a checkpoint must agree on with the run restoring it.
+
+    ``{"network": {...}, "env": {...}, "arch": {"num_envs": N, "num_seeds": S}, "hash": str}``
+    of the parsed config (typed values and defaults filled in, so a composed config, its parsed
+    form and the saved ``config.yaml`` agree), without ``env.check_actions`` (a checked run
+    resumes or evaluates an unchecked one's checkpoint) and without keys added later while they
+    hold the value older runs had (``_ADDED_ENV_KEYS``). The hash is a short sha256 of the rest.
+    """
+    container: Mapping[str, Any] = cfg.to_dict()
+    arch = container["arch"]
+    env = {
+        k: v
+        for k, v in container["env"].items()
+        if k not in _UNFINGERPRINTED_ENV_KEYS
+        and not (k in _ADDED_ENV_KEYS and v == _ADDED_ENV_KEYS[k])
+    }
+    fingerprint = {
+        "network": container.get("network"),
+        "env": env,
+        "arch": {k: arch.get(k, 1 if k == "num_seeds" else None) for k in _SHAPE_ARCH_KEYS},
+    }
+    blob = json.dumps(fingerprint, sort_keys=True, default=str).encode()
+    return {**fingerprint, "hash": hashlib.sha256(blob).hexdigest()[:16]}
+
+
+def check_resumable(cfg: RunConfig, run_dir: str | Path) -> int:
+    """The step ``resume=<run_dir>`` (or the evaluator's ``latest``) will restore, checked
+    without compiling anything.
+
+    Reads the newest intact checkpoint (nothing is moved or changed) and checks its config
+    fingerprint against ``cfg``. Raises :class:`FileNotFoundError` (no checkpoint),
+    :class:`~stoixlite.tracking.checkpointing.CheckpointCorruptError` (none intact) or
+    :class:`~stoixlite.tracking.checkpointing.CheckpointMismatchError` (another network/env
+    config), each with a one-line message.
+    """
+    directory = checkpoint_dir(run_dir)
+    if not directory.exists():
+        raise FileNotFoundError(
+            f"no checkpoint in {run_dir}: its {CHECKPOINT_DIRNAME}/ directory is missing (deleted, "
+            "or the run had checkpoint.enabled=false), so there is nothing to resume or load; "
+            "start a new run in another directory"
+        )
+    if not directory.is_dir() or not any(p.name.isdigit() for p in directory.iterdir()):
+        raise FileNotFoundError(
+            f"no checkpoint in {directory}: the run stopped before saving its first one"
+        )
+    with quiet_orbax(), Checkpointer(directory, config_fingerprint(cfg), read_only=True) as ckpt:
+        return ckpt.newest_intact(warn=False)[0]
 
 
 @dataclass
@@ -70,39 +132,11 @@ def check_restored_chunks(run: Run, state: Any, host: HostState, run_dir: Path) 
     raise ConfigError(
         [
             f"resume={run_dir}: its checkpoint holds {updates} updates in {host.chunk} chunks, "
-            f"not chunks of {per_chunk} updates as {run.config.chunking} gives: set "
+            f"not chunks of {per_chunk} updates as {run.plan.chunking} gives: set "
             "arch.total_timesteps and arch.num_evaluations so that a chunk keeps its size, or "
             "start a new run instead"
         ]
     )
-
-
-def resume_config(composed: DictConfig, run_dir: Path, overrides: list[str]) -> DictConfig:
-    """The config of ``resume=<run_dir>``: the run's saved ``config.yaml`` with the values of
-    the other command-line ``overrides`` taken from the ``composed`` config (a group override
-    such as ``network=lstm`` replaces the whole group)."""
-    path = Path(run_dir) / CONFIG_FILE
-    if not Path(run_dir).is_dir():
-        raise FileNotFoundError(f"resume={run_dir}: no such directory")
-    if not path.exists():
-        raise FileNotFoundError(f"resume={run_dir}: no config.yaml there (not a run directory)")
-    cfg = load_run_config(path)
-    missing = object()
-    for override in overrides:
-        key = override.split("=", 1)[0].lstrip("+~")
-        if key == "resume" or key.startswith("hydra"):
-            continue
-        value = OmegaConf.select(composed, key, default=missing)
-        if value is missing:  # a group of global keys, e.g. +protocol=popgym: not one key
-            raise ConfigError(
-                [
-                    f"{override} is invalid with resume: it sets keys of several groups; "
-                    "a resumed run keeps its saved config (start a new run instead)"
-                ]
-            )
-        OmegaConf.update(cfg, key, value, merge=False, force_add=True)
-    cfg.resume = str(run_dir)
-    return cfg
 
 
 def check_resumed_chunks(saved: RunConfig, resumed: RunConfig) -> None:
@@ -115,14 +149,15 @@ def check_resumed_chunks(saved: RunConfig, resumed: RunConfig) -> None:
     alike extends a run (or shortens it), and the learning-rate schedule is then the new
     budget's (annealed to 0 at its end).
     """
-    chunk = saved.ppo.updates_per_chunk
-    if (saved.steps_per_update, chunk) == (resumed.steps_per_update, resumed.ppo.updates_per_chunk):
+    was, now = plan_run(saved), plan_run(resumed)
+    chunk = was.ppo.updates_per_chunk
+    if (saved.steps_per_update, chunk) == (resumed.steps_per_update, now.ppo.updates_per_chunk):
         return
     hint = "start a new run instead"
     evaluations = resumed.arch.total_timesteps // resumed.steps_per_update // chunk
     if saved.steps_per_update == resumed.steps_per_update and evaluations >= 1:
         arch = dataclasses.replace(resumed.arch, num_evaluations=evaluations)
-        if dataclasses.replace(resumed, arch=arch).ppo.updates_per_chunk == chunk:
+        if plan_run(dataclasses.replace(resumed, arch=arch)).ppo.updates_per_chunk == chunk:
             hint = f"keep the chunk size with arch.num_evaluations={evaluations}, or {hint}"
     keys = (
         "arch.total_timesteps",
@@ -138,7 +173,7 @@ def check_resumed_chunks(saved: RunConfig, resumed: RunConfig) -> None:
     raise ConfigError(
         [
             f"{given or 'the resumed config'} changes the chunks of the resumed run "
-            f"({saved.chunking} -> {resumed.chunking}), which its checkpoints count: {hint}"
+            f"({was.chunking} -> {now.chunking}), which its checkpoints count: {hint}"
         ]
     )
 
@@ -160,6 +195,11 @@ def load_run_config(path: Path) -> DictConfig:
     return cfg
 
 
+def load_saved_config(path: Path) -> RunConfig:
+    """A run directory's saved ``config.yaml``, parsed (:func:`load_run_config`)."""
+    return parse(load_run_config(path))
+
+
 def find_checkpoint(run_dir: str | Path, checkpoint: str | int = "latest") -> tuple[RunConfig, int]:
     """``(parsed config, step)`` of checkpoint ``checkpoint`` (``latest``, ``best`` or a step)
     in ``run_dir``, checked without building or compiling anything.
@@ -174,7 +214,7 @@ def find_checkpoint(run_dir: str | Path, checkpoint: str | int = "latest") -> tu
     config_path = run_dir / CONFIG_FILE
     if not config_path.exists():
         raise FileNotFoundError(f"{config_path} not found: is {run_dir} a stoixlite run directory?")
-    cfg = parse(load_run_config(config_path))
+    cfg = load_saved_config(config_path)
     latest = check_resumable(cfg, run_dir)  # some checkpoint is there and intact
     if checkpoint == "latest":
         return cfg, latest

@@ -32,10 +32,10 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from stoixlite.config.strict import ConfigError
 from stoixlite.ppo.learner import BATCH_MAJOR_FIELDS
 from stoixlite.ppo.loss import SequenceBatch
 from stoixlite.ppo.types import LearnerState
-from stoixlite.run.config import ConfigError
 
 DEVICE_AXIS = "devices"
 

@@ -12,8 +12,9 @@
   non-blocking: wandb hands records to its background service process.
 * What is logged: the resolved config (``run.config``), every metric of every record with env
   steps as the x-axis (``env_step``, also used as the W&B step), and summary values.
-* Grouping: multirun jobs of one Hydra sweep share a group (:func:`default_group`); the run id is
-  kept in ``<run dir>/wandb_run_id`` so a resumed run continues the same W&B run.
+* Grouping: the host gives every job of one Hydra sweep the same group (the sweep's name, unless
+  ``logger.wandb.group`` is set); the run id is kept in ``<run dir>/wandb_run_id`` so a resumed
+  run continues the same W&B run.
 """
 
 from __future__ import annotations
@@ -23,14 +24,32 @@ import math
 import netrc
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from stoixlite.run.config import WANDB_MODES as MODES
-from stoixlite.run.config import WandbConfig
-
 log = logging.getLogger(__name__)
+
+# The W&B modes: "auto" resolves to online or offline (:func:`resolve_mode`).
+MODES = ("auto", "online", "offline", "disabled")
+
+
+@dataclass(frozen=True)
+class WandbSettings:
+    """What W&B logging needs to know (the host fills it from ``logger.wandb``); ``None`` fields
+    take W&B's defaults."""
+
+    project: str = "stoixlite"
+    entity: str | None = None
+    group: str | None = None
+    tags: tuple[str, ...] = ()
+    name: str | None = None  # None: the run name
+    mode: str = "auto"
+    init_timeout: float = 15.0
+    dir: str | None = None
+    per_seed: bool = True  # also log each seed's metrics (seed_<k>/...)
+
 
 STEP_METRIC = "env_step"
 RUN_ID_FILE = "wandb_run_id"
@@ -58,24 +77,6 @@ def resolve_mode(mode: str = "auto") -> str:
     if mode == "auto":
         return "online" if has_credentials() else "offline"
     return mode
-
-
-def default_group() -> str | None:
-    """The W&B group of this job: the Hydra sweep directory in a multirun, else ``None``.
-
-    Every job of one ``-m`` sweep gets the same name (e.g. ``multirun-2025-01-01-12-00-00``).
-    """
-    try:
-        from hydra.core.hydra_config import HydraConfig
-        from hydra.types import RunMode
-
-        hydra_cfg = HydraConfig.get()
-    except (ImportError, ValueError):
-        return None
-    if hydra_cfg.mode != RunMode.MULTIRUN:
-        return None
-    parts = Path(str(hydra_cfg.sweep.dir)).parts[-3:]
-    return "-".join(p for p in parts if p not in ("", ".", "/"))
 
 
 def _finite(value: Any) -> Any:
@@ -112,6 +113,10 @@ class WandbLogger:
         requested = self.mode
         if self.mode == "disabled":
             return
+        # Online without an API key cannot log in (and would not say why): offline at once.
+        no_key = self.mode == "online" and not has_credentials()
+        if no_key:
+            self.mode = "offline"
         try:
             import wandb
         except ImportError as err:  # pragma: no cover - wandb is a dependency
@@ -149,7 +154,7 @@ class WandbLogger:
             self._failed = True
             return
         if self.mode == "offline":
-            self._say_offline(requested, mode)
+            self._say_offline(requested, mode, no_key)
         try:
             self.run.define_metric(STEP_METRIC)
             self.run.define_metric("*", step_metric=STEP_METRIC)
@@ -168,9 +173,15 @@ class WandbLogger:
             return None
         return Path(self.run.dir).parent
 
-    def _say_offline(self, requested: str, configured: str) -> None:
+    def _say_offline(self, requested: str, configured: str, no_key: bool = False) -> None:
         """One line: the run is logged offline, why, and the ``wandb sync`` command."""
-        if requested == "online":
+        if no_key:
+            asked = "WANDB_MODE=online" if os.environ.get("WANDB_MODE") else "mode online"
+            why = (
+                f"{asked} but no W&B API key (WANDB_API_KEY or ~/.netrc): run `wandb login` to "
+                "log online, or use offline mode (WANDB_MODE=offline)"
+            )
+        elif requested == "online":
             why = "W&B unreachable"
         elif os.environ.get("WANDB_MODE") or configured == "offline":
             why = "offline mode requested"
@@ -232,19 +243,19 @@ class WandbLogger:
 
 
 def from_config(
-    section: WandbConfig,
+    section: WandbSettings,
     config: Mapping[str, Any],
     run_dir: str | Path,
     default_name: str | None = None,
     resume: bool = False,
 ) -> WandbLogger:
-    """Build a :class:`WandbLogger` from the parsed ``logger.wandb`` section."""
+    """Build a :class:`WandbLogger` from its settings (``logger.wandb``)."""
     return WandbLogger(
         config=config,
         run_dir=run_dir,
         project=section.project,
         entity=section.entity,
-        group=section.group or default_group(),
+        group=section.group,
         tags=section.tags,
         name=section.name or default_name,
         mode=section.mode,

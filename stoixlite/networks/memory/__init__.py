@@ -78,7 +78,7 @@ def memory_config_errors(name: str, fields: dict[str, Any]) -> list[tuple[str, A
 
     ``fields`` are the constructor keywords from the config (missing ones take the defaults).
     A model declares its checks in an optional classmethod ``config_errors(fields)``; the config
-    parser (``stoixlite/run/config.py``) reports them before anything compiles.
+    parser (``stoixlite/config/checks.py``) reports them before anything compiles.
     """
     check = getattr(memory_class(name), "config_errors", None)
     return list(check(fields)) if check is not None else []

@@ -105,7 +105,7 @@ def bounded_int_errors(
     """Config check of a model's own upper bounds: each key of ``defaults`` (value from
     ``fields`` if given) is an int in ``[1, high]`` (``why`` explains the bound in the message).
     Positivity alone is the config parser's generic rule for every memory key
-    (``stoixlite/run/config.py``), not repeated by the models."""
+    (``stoixlite/networks/memory/rules.py``), not repeated by the models."""
     errors = []
     for key, default in defaults.items():
         value = fields.get(key, default)

@@ -1,4 +1,4 @@
-"""The memory models' time recurrences swapped for one elementwise pass: an ablation bound.
+"""Stand-ins for the memory models' time recurrences (one elementwise pass): an ablation bound.
 
 ``scripts/profile_update.py --free-recurrence`` traces the update a second time inside
 :func:`free_recurrence`, which replaces the function that runs a model's recurrence over the

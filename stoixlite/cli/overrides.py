@@ -16,13 +16,17 @@ allowed; :mod:`stoixlite.rec_ppo` prints it and exits with status 2 before anyth
 from __future__ import annotations
 
 import re
+import unicodedata
 from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
-from stoixlite.run.config import unknown_key_hint
+from stoixlite.config.parse import resolved
+from stoixlite.config.strict import ConfigError, unknown_key_hint
+from stoixlite.run.run_dir import held_outputs, run_dir_in_use, stopped_before_first_checkpoint
+from stoixlite.tracking.files import CONFIG_FILE
 
 MULTIRUN_FLAGS = ("-m", "--multirun")
 _SWEEP_SYNTAX = ("(", "[", "${")
@@ -117,24 +121,6 @@ def _missing_key_error(path: str, overrides: list[str], config_dir: Path, config
     return f"{own} is invalid: unknown key"
 
 
-# What a run writes into its directory (run/resume.CONFIG_FILE, tracking/recorder.METRICS_FILE,
-# tracking/checkpointing.checkpoint_dir; tested equal): a directory holding any of them holds a run.
-RUN_OUTPUTS = ("config.yaml", "metrics.jsonl", "checkpoints")
-
-
-def held_outputs(run_dir: Path) -> list[str]:
-    """The run outputs (:data:`RUN_OUTPUTS`) that ``run_dir`` already holds."""
-    return [name for name in RUN_OUTPUTS if (Path(run_dir) / name).exists()]
-
-
-def run_dir_in_use(run_dir: Path, held: list[str]) -> str:
-    """One line refusing to start a new run in ``run_dir``, which holds ``held``."""
-    return (
-        f"{run_dir} already holds a run ({', '.join(held)}): continue it with "
-        f"resume={run_dir}, or give the new run another directory (hydra.run.dir=...)"
-    )
-
-
 def _single_run_values(argv: list[str]) -> dict[str, str] | None:
     """``{key: value}`` of the ``key=value`` arguments of a single run; ``None`` for a
     multirun."""
@@ -153,7 +139,9 @@ def run_dir_error(argv: list[str]) -> str | None:
         return None
     run_dir = Path(values["hydra.run.dir"]).expanduser()
     held = held_outputs(run_dir)
-    return run_dir_in_use(run_dir, held) if held else None
+    if not held or stopped_before_first_checkpoint(run_dir):  # the run starts it afresh
+        return None
+    return run_dir_in_use(run_dir, held)
 
 
 def resume_in_place(argv: list[str]) -> list[str]:
@@ -177,6 +165,71 @@ def _quoted(value: str) -> str:
     return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
+# Hydra's command-line flags (``python -m stoixlite.rec_ppo --help`` lists them).
+HYDRA_FLAGS = (
+    *MULTIRUN_FLAGS,
+    *("-h", "--help", "--hydra-help", "--version", "-c", "--cfg", "-p", "--package"),
+    *("-i", "--info", "-r", "--run", "--resolve", "-sc", "--shell-completion"),
+    *("-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir"),
+    "--experimental-rerun",
+)
+# Flags followed by a value (``--cfg job``): the value is not an override.
+_VALUED_FLAGS = ("-c", "--cfg", "-p", "--package", "-i", "--info", "-sc", "--shell-completion")
+_VALUED_FLAGS += ("-cp", "--config-path", "-cn", "--config-name", "-cd", "--config-dir")
+_VALUED_FLAGS += ("--experimental-rerun",)
+
+
+def argument_error(argv: list[str]) -> str | None:
+    """One line for an argument that is neither a Hydra flag nor a ``key=value`` override Hydra
+    can parse: an unknown flag (``--foo``), no key (``=5``), a key with a non-ASCII character,
+    an empty ``hydra.run.dir``/``hydra.sweep.dir``."""
+    for arg in argv:
+        if arg.startswith("-") and arg.split("=", 1)[0] not in HYDRA_FLAGS:
+            return (
+                f"{arg} is invalid: not an option (options: -m/--multirun, --cfg job, --info, "
+                "--help; settings are key=value overrides, e.g. system.lr=1e-3)"
+            )
+    values = iter(argv)
+    for arg in values:
+        if arg in _VALUED_FLAGS:
+            next(values, None)
+            continue
+        if arg.startswith("-") or "=" not in arg:
+            continue
+        key, value = arg.split("=", 1)
+        bare = key.lstrip("+~").strip()
+        if not bare:
+            return f"{arg} is invalid: no key before '=' (give key=value, e.g. system.lr=1e-3)"
+        odd = [c for c in bare if not c.isascii()]
+        if odd:
+            ascii_key = unicodedata.normalize("NFKD", bare).encode("ascii", "ignore").decode()
+            hint = f"; did you mean {ascii_key}?" if ascii_key and ascii_key != bare else ""
+            return (
+                f"{arg} is invalid: the key {bare!r} has a non-ASCII character {odd[0]!r} (keys "
+                f"are ASCII letters, digits, '_', '-', '.' and '/'){hint}"
+            )
+        if bare in ("hydra.run.dir", "hydra.sweep.dir") and not value.strip():
+            return (
+                f"{bare}='' is invalid: give a directory, or leave {bare} out for the default "
+                "(outputs/<date>/<time>_<env>_<network>)"
+            )
+    return None
+
+
+def resume_dir_error(argv: list[str]) -> str | None:
+    """One line when a single run's ``resume=`` names no run directory (no such directory, or
+    no ``config.yaml`` there): caught before Hydra creates any output directory."""
+    values = _single_run_values(argv)
+    if values is None or values.get("resume", "") in ("", "null"):
+        return None
+    run_dir = Path(values["resume"]).expanduser()
+    if not run_dir.is_dir():
+        return f"resume={run_dir}: no such directory (give a run directory: resume=<run dir>)"
+    if not (run_dir / CONFIG_FILE).exists():
+        return f"resume={run_dir}: no config.yaml there (not a run directory)"
+    return None
+
+
 def override_error(argv: list[str], config_dir: Path) -> str | None:
     """The first command-line mistake as one line, or ``None`` when Hydra can run ``argv``."""
     return composed_or_error(argv, config_dir)[1]
@@ -188,7 +241,18 @@ def composed_or_error(
     """:func:`override_error`'s checks, and the config Hydra composes from ``argv`` when they
     pass (composed once: ``(config, None)``; ``(None, line)`` for the first mistake; ``(None,
     None)`` for a multirun or Hydra flags, whose composing is Hydra's)."""
-    error = group_option_error(argv, config_dir) or run_dir_error(argv)
+    error = (
+        argument_error(argv)
+        or group_option_error(argv, config_dir)
+        or run_dir_error(argv)
+        or resume_dir_error(argv)
+    )
     if error is not None:
         return None, error
-    return _composed(argv, config_dir, config_name)
+    cfg, error = _composed(argv, config_dir, config_name)
+    if cfg is not None:
+        try:  # an interpolation that does not resolve, e.g. ${oc.env:UNSET}: one line
+            resolved(cfg)
+        except ConfigError as err:
+            return None, str(err).splitlines()[0]
+    return cfg, error

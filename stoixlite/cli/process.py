@@ -1,0 +1,40 @@
+"""The process-wide settings of a command-line entry point, applied once before a run starts.
+
+Library code below the entry points changes no process-wide state; what a command-line process
+wants quieter is set here, by :func:`setup_process`, called first by ``python -m
+stoixlite.rec_ppo`` and ``python -m stoixlite.evaluate``:
+
+* the ``jax`` logger at WARNING, ``absl`` at WARNING (the trainer; orbax is chatty at INFO) or
+  ERROR (the evaluator: orbax's read-only notices);
+* ``sys.unraisablehook`` drops the ``RuntimeError('Event loop is closed')`` that orbax's aborted
+  reads of a broken checkpoint raise later from their worker threads (printed as bare tracebacks
+  otherwise); every other unraisable exception is reported as before.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import Any
+
+
+def setup_process(absl_level: int = logging.WARNING) -> None:
+    """Apply the entry point's process-wide settings (idempotent)."""
+    logging.getLogger("jax").setLevel(logging.WARNING)
+    logging.getLogger("absl").setLevel(absl_level)
+    _drop_aborted_reads()
+
+
+def _drop_aborted_reads() -> None:
+    previous = sys.unraisablehook
+    if getattr(previous, "_drops_aborted_reads", False):
+        return
+
+    def hook(unraisable: Any) -> None:
+        exc = unraisable.exc_value
+        if isinstance(exc, RuntimeError) and str(exc) == "Event loop is closed":
+            return
+        previous(unraisable)
+
+    hook._drops_aborted_reads = True  # type: ignore[attr-defined]
+    sys.unraisablehook = hook

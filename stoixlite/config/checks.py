@@ -1,0 +1,230 @@
+"""The config's checks beyond single fields: the memory model's keyword arguments, the env's
+registration and factory, the set encoder, the budget and the device split.
+
+Each check asks the owner of what it checks (the memory registry and its shared field bounds,
+:mod:`stoixlite.networks.memory.rules`; the env registry and the env's factory; the
+actor-critic's set pooling) and adds one line per mistake to an :class:`~stoixlite.config.strict.
+Errors`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+import typing
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from stoixlite.config.schema import (
+    ACTOR_CRITIC_KEYS,
+    EnvConfig,
+    NetworkConfig,
+    RunConfig,
+    _memory_names,
+)
+from stoixlite.config.strict import (
+    ConfigError,
+    Errors,
+    field_value,
+    nearest,
+    report_unknown,
+    section,
+)
+from stoixlite.rules import INT_LIMIT
+
+
+def memory_section(errors: Errors, name: str, given: Mapping[str, Any]) -> dict[str, Any]:
+    """The memory model's keyword arguments, typed by its dataclass fields."""
+    from stoixlite.networks.memory import memory_class, memory_config_errors, memory_fields
+    from stoixlite.networks.memory.rules import FIELD_RANGES, FIELD_RULES
+
+    before = len(errors)
+    cls = memory_class(name)
+    accepted = memory_fields(name)
+    hints = typing.get_type_hints(cls)
+    out = {}
+    for key, value in given.items():
+        if key not in accepted:
+            near = nearest(key, sorted(accepted) + list(ACTOR_CRITIC_KEYS))
+            hint = f"did you mean network.{near}?" if near else f"accepted: {sorted(accepted)}"
+            errors.add(
+                f"network.{key}",
+                value,
+                f"not a parameter of memory model {name!r} or the actor-critic ({hint})",
+            )
+            continue
+        out[key] = field_value(
+            errors, f"network.{key}", hints.get(key, Any), value, FIELD_RULES.get(key)
+        )
+    if len(errors) == before:
+        defaults = {f.name: f.default for f in dataclasses.fields(cls)}
+        for low, high in FIELD_RANGES:
+            if low in accepted and high in accepted:
+                lo, hi = out.get(low, defaults[low]), out.get(high, defaults[high])
+                if lo > hi:
+                    errors.add(f"network.{low}", lo, f"must be <= network.{high}={hi!r}")
+    if len(errors) == before:
+        for key, value, allowed in memory_config_errors(name, out):
+            errors.add(f"network.{key}", value, allowed)
+    return out
+
+
+def network_section(errors: Errors, given: Any) -> NetworkConfig | None:
+    if not isinstance(given, Mapping):
+        errors.add("network", given, "config group is missing")
+        return None
+    own = {k: v for k, v in given.items() if k in ACTOR_CRITIC_KEYS}
+    net = section(errors, NetworkConfig, own, "network.", skip=("memory",))
+    if net is None or net.name not in _memory_names():
+        return None
+    memory = memory_section(errors, net.name, {k: v for k, v in given.items() if k not in own})
+    return dataclasses.replace(net, memory=memory)
+
+
+def check_env(errors: Errors, env: EnvConfig) -> EnvConfig:
+    """Checks of the env against its registration; returns it with ``kwargs`` typed by the
+    factory's signature."""
+    from stoixlite.envs.registry import env_spec
+
+    spec = env_spec(env.name)
+    levels = spec.difficulties
+    if levels and env.difficulty not in levels:
+        errors.add("env.difficulty", env.difficulty, f"choose one of {list(levels)}")
+    elif not levels and env.difficulty is not None:
+        errors.add(
+            "env.difficulty", env.difficulty, f"{env.name} has no difficulty levels (use null)"
+        )
+    if env.obs_prev_reward and not env.obs_augment:
+        errors.add(
+            "env.obs_prev_reward",
+            True,
+            "requires env.obs_augment=true (the previous reward is part of the augmentation)",
+        )
+    params = _factory_params(spec.factory) if env.kwargs else {}
+    if not isinstance(env.kwargs, Mapping):
+        errors.add(
+            "env.kwargs",
+            env.kwargs,
+            f"must be a mapping of {env.name}'s keyword arguments (env.kwargs.<name>=<value>, "
+            f"<name> one of {list(params)})",
+        )
+        return env
+    kwargs = {}
+    for key, value in env.kwargs.items():
+        if key not in params:
+            report_unknown(errors, "env.kwargs.", str(key), value, list(params))
+            continue
+        kwargs[key] = field_value(errors, f"env.kwargs.{key}", params[key], value, None)
+    env = dataclasses.replace(env, kwargs=kwargs)
+    if kwargs and not errors:  # values the factory itself refuses (building an env is cheap)
+        from stoixlite.envs.registry import make
+
+        try:
+            make(env.name, **env.factory_kwargs)
+        except (ValueError, TypeError) as err:
+            given = " ".join(f"env.kwargs.{k}={v!r}" for k, v in kwargs.items())
+            errors.append(f"{given} is invalid: {env.name} refuses it ({err})")
+    return env
+
+
+def _factory_params(factory: Callable[..., Any]) -> dict[str, Any]:
+    """``{parameter: annotation}`` of an env factory (a function, class or partial) other than
+    ``difficulty``; ``Any`` where it has no annotation."""
+    target = factory.func if isinstance(factory, functools.partial) else factory
+    target = target.__init__ if inspect.isclass(target) else target
+    try:
+        hints = typing.get_type_hints(target)
+    except (NameError, TypeError):  # unresolvable annotations: untyped
+        hints = {}
+    names = inspect.signature(factory).parameters
+    return {name: hints.get(name, Any) for name in names if name not in ("difficulty", "self")}
+
+
+def check_encoder(errors: Errors, run: RunConfig) -> None:
+    """The set encoder needs an env with a set observation (``set_layout``); its attention
+    pooling needs ``embed_size`` divisible by the pooling heads."""
+    from stoixlite.envs.registry import make
+    from stoixlite.networks.actor_critic import SET_POOLING_HEADS
+
+    net = run.network
+    if net.encoder != "set":
+        return
+    if getattr(make(run.env.name, **run.env.factory_kwargs), "set_layout", None) is None:
+        errors.add(
+            "network.encoder",
+            net.encoder,
+            f"env {run.env.name} has no set observation (use mlp, or a set env: sets/card_table)",
+        )
+    if net.set_pooling == "attention" and net.embed_size % SET_POOLING_HEADS:
+        errors.add(
+            "network.set_pooling",
+            net.set_pooling,
+            f"attention pooling needs network.embed_size divisible by {SET_POOLING_HEADS}, "
+            f"got {net.embed_size}",
+        )
+
+
+def check_budget(errors: Errors, run: RunConfig) -> None:
+    """Checks across keys (run only when every key is valid on its own)."""
+    arch, system = run.arch, run.system
+    if arch.num_envs % system.num_minibatches:
+        errors.add(
+            "system.num_minibatches",
+            system.num_minibatches,
+            f"must divide arch.num_envs={arch.num_envs}",
+        )
+    bptt = system.bptt_length
+    if bptt and system.rollout_length % bptt:
+        errors.add(
+            "system.bptt_length",
+            bptt,
+            f"must be 0 (whole rollout) or a divisor of system.rollout_length="
+            f"{system.rollout_length}",
+        )
+    rollout = system.rollout_length
+    if system.burn_in and not (0 < bptt < rollout and system.burn_in <= bptt):
+        errors.add(
+            "system.burn_in",
+            system.burn_in,
+            f"must be 0, or at most system.bptt_length={bptt} with 0 < bptt_length < "
+            f"system.rollout_length={rollout} (burn-in precedes BPTT chunks)",
+        )
+    if arch.seed + arch.num_seeds - 1 > INT_LIMIT:
+        errors.add(
+            "arch.num_seeds",
+            arch.num_seeds,
+            f"the seeds arch.seed + k for k < arch.num_seeds must stay <= {INT_LIMIT}",
+        )
+    if arch.total_timesteps < run.steps_per_update:
+        errors.add(
+            "arch.total_timesteps",
+            arch.total_timesteps,
+            f"must be at least one update of arch.num_envs x system.rollout_length = "
+            f"{run.steps_per_update} steps",
+        )
+    if arch.num_devices is not None and not errors:
+        device_split_errors(errors, run, arch.num_devices)
+
+
+def device_split_errors(errors: Errors, run: RunConfig, num_devices: int) -> None:
+    arch, system = run.arch, run.system
+    per_minibatch = arch.num_envs * run.sequences_per_env // system.num_minibatches
+    if arch.num_envs % num_devices or per_minibatch % num_devices:
+        errors.add(
+            "arch.num_envs",
+            arch.num_envs,
+            f"must split over {num_devices} devices (arch.num_devices={arch.num_devices!r}): "
+            f"num_envs and the {per_minibatch} sequences of each of the "
+            f"system.num_minibatches={system.num_minibatches} minibatches must be multiples of "
+            f"{num_devices}",
+        )
+
+
+def check_device_split(run: RunConfig, num_devices: int) -> None:
+    """One-line :class:`ConfigError` unless the envs and every minibatch's sequences split
+    evenly over ``num_devices`` devices (all processes together)."""
+    errors = Errors()
+    device_split_errors(errors, run, num_devices)
+    if errors:
+        raise ConfigError(errors)
