@@ -155,11 +155,12 @@ def train(args) -> int:
         code = subprocess.call(cmd, cwd=ROOT, stdout=subprocess.DEVNULL)
         wall = time.time() - start
         record["attempts"][-1].update(exit=code, wall_s=round(wall, 1))
-        record.update(status="done" if code == 0 else "failed", overrides=list(args.overrides))
+        status = "done" if code == 0 else "interrupted" if code == 130 else "failed"
+        record.update(status=status, overrides=list(args.overrides))
         write_cell(path, record)
-        outcome = "done" if code == 0 else f"FAILED (exit {code})"
+        outcome = status if code in (0, 130) else f"FAILED (exit {code})"
         print(f"{name}: {outcome} in {wall:.0f} s", flush=True)
-        failed += code != 0
+        failed += code != 0  # an interrupted cell is resumed by the next call
     if failed:
         print(f"{failed} cell(s) failed; run the same command again to retry them", flush=True)
     return 1 if failed else 0
