@@ -51,6 +51,7 @@ def test_launcher_runs_two_jobs(tmp_path, launcher):
         env=env,
         capture_output=True,
         text=True,
+        timeout=600,  # a launcher that hangs fails the test instead of the suite
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     jobs = sorted(p for p in tmp_path.iterdir() if p.is_dir() and not p.name.startswith("."))

@@ -45,6 +45,22 @@ def worker_env(devices: int) -> dict[str, str]:
     return env
 
 
+# No subprocess of these tests may hang the suite: a stuck worker (e.g. a process waiting for a
+# coordinator that never comes) is killed after this many seconds and fails its test.
+TIMEOUT_S = 600
+
+
+def communicate_all(procs: list[subprocess.Popen]) -> list[tuple[str, str]]:
+    """Each process's ``(stdout, stderr)``; all are killed if any runs past :data:`TIMEOUT_S`."""
+    try:
+        return [proc.communicate(timeout=TIMEOUT_S) for proc in procs]
+    except subprocess.TimeoutExpired:
+        for proc in procs:
+            proc.kill()
+        outputs = [proc.communicate() for proc in procs]
+        raise AssertionError(f"a worker ran past {TIMEOUT_S} s: {outputs}") from None
+
+
 def run_worker(scenario: str, out: Path) -> None:
     done = subprocess.run(
         [sys.executable, str(WORKER), scenario, str(out)],
@@ -52,6 +68,7 @@ def run_worker(scenario: str, out: Path) -> None:
         env=worker_env(4),
         capture_output=True,
         text=True,
+        timeout=TIMEOUT_S,
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
 
@@ -76,7 +93,7 @@ def run_two_processes(out: Path) -> list[subprocess.CompletedProcess]:
         )
         for pid in (0, 1)
     ]
-    outputs = [proc.communicate() for proc in procs]
+    outputs = communicate_all(procs)
     return [
         subprocess.CompletedProcess(proc.args, proc.returncode, *output)
         for proc, output in zip(procs, outputs, strict=True)
@@ -205,6 +222,7 @@ def test_unreachable_coordinator_is_one_line_after_the_timeout(tmp_path):
         env=worker_env(1),
         capture_output=True,
         text=True,
+        timeout=TIMEOUT_S,
     )
     assert done.returncode == 2, done.stderr[-3000:]
     lines = done.stderr.strip().splitlines()
@@ -239,8 +257,7 @@ def test_processes_configured_with_different_counts_are_refused(tmp_path):
         )
         for pid, count in ((0, 2), (1, 3))
     ]
-    for pid, proc in enumerate(procs):
-        _, err = proc.communicate()
+    for pid, (proc, (_, err)) in enumerate(zip(procs, communicate_all(procs), strict=True)):
         assert proc.returncode == 2, err[-3000:]
         lines = err.strip().splitlines()
         assert len(lines) == 1, lines
