@@ -30,17 +30,8 @@ import jax.numpy as jnp
 
 from stoixlite.cli.args import OneLineArgumentParser, fail, output_file_error  # noqa: E402
 from stoixlite.envs.registry import available_envs, env_spec, make  # noqa: E402
-from stoixlite.envs.types import Discrete  # noqa: E402
 from stoixlite.envs.wrappers import ENV_AXIS, AutoResetWrapper, VmapWrapper  # noqa: E402
-
-
-def random_action(space, key: jax.Array, num_envs: int) -> jax.Array:
-    """``[num_envs]`` uniform discrete actions, or ``[num_envs, *shape]`` uniform in the box."""
-    if isinstance(space, Discrete):
-        return jax.random.randint(key, (num_envs,), 0, space.n)
-    low = jnp.broadcast_to(jnp.asarray(space.low, jnp.float32), space.shape)
-    high = jnp.broadcast_to(jnp.asarray(space.high, jnp.float32), space.shape)
-    return jax.random.uniform(key, (num_envs, *space.shape), minval=low, maxval=high)
+from stoixlite.results.random_policy import uniform_actions  # noqa: E402
 
 
 def bench_jax(name: str, difficulty: str, num_envs: int, steps: int, repeats: int) -> dict:
@@ -54,7 +45,7 @@ def bench_jax(name: str, difficulty: str, num_envs: int, steps: int, repeats: in
         def body(carry, _):
             state, key, total = carry
             key, sub = jax.random.split(key)
-            state, ts = env.step(state, random_action(env.action_space, sub, num_envs))
+            state, ts = env.step(state, uniform_actions(env.action_space, sub, num_envs))
             # Consume reward, observation and step type so XLA cannot drop any of the env's work.
             used = ts.reward.sum() + ts.observation.sum() + ts.step_type.sum()
             return (state, key, total + used), None
