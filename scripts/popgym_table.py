@@ -219,7 +219,9 @@ def train_checked(parser, args) -> int:
             f"env=popgym/{args.envs[0]}",
             f"env.difficulty={args.difficulties[0]}",
             f"network={network}",
+            f"arch.seed={min(args.seeds)}",
             f"arch.num_seeds={len(args.seeds)}",
+            f"arch.target_return={args.stop_at}",
             *args.overrides,
         ]
         _, error = checked_run_config(job)

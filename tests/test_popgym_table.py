@@ -113,4 +113,11 @@ def test_overrides_need_a_variant_and_seeds_are_consecutive(tmp_path):
     assert gap.returncode == 2 and "consecutive" in gap.stderr
     net = table("train", *CELL, "--networks", "nope", "--out", str(tmp_path))
     assert net.returncode == 2 and "nope" in net.stderr
+    for flag, value, key in (
+        ("--stop-at", "abc", "arch.target_return"),
+        ("--seeds", "-1", "arch.seed"),
+    ):
+        bad = table("train", *CELL[:4], flag, value, "--out", str(tmp_path), "--dry-run")
+        lines = bad.stderr.strip().splitlines()
+        assert bad.returncode == 2 and len(lines) == 1 and key in lines[0], bad.stderr
     assert not any(tmp_path.iterdir())
