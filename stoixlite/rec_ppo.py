@@ -219,13 +219,21 @@ def _remove_litter(run_dir: Path) -> None:
     hydra_dir = run_dir / ".hydra"
     if hydra_dir.is_dir() and hydra_dir not in _EXISTED:
         shutil.rmtree(hydra_dir, ignore_errors=True)
+    # Other processes of a multi-process run may be cleaning the same directory at the same
+    # moment: a file or directory that vanished, or filled, in between is theirs to handle.
     for log_file in run_dir.glob("*.log") if run_dir.is_dir() else ():
-        if log_file not in _EXISTED and log_file.stat().st_size == 0:
-            log_file.unlink(missing_ok=True)
+        try:
+            if log_file not in _EXISTED and log_file.stat().st_size == 0:
+                log_file.unlink(missing_ok=True)
+        except FileNotFoundError:
+            continue
     for directory in (run_dir, *run_dir.parents):
-        if directory in _EXISTED or not directory.is_dir() or any(directory.iterdir()):
+        try:
+            if directory in _EXISTED or not directory.is_dir() or any(directory.iterdir()):
+                break
+            directory.rmdir()
+        except OSError:  # removed by another process, or no longer empty
             break
-        directory.rmdir()
 
 
 def _output_dir_error(argv: list[str]) -> str | None:

@@ -111,3 +111,23 @@ def test_resume_in_place_overrides(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     (tmp_path / "null").mkdir()  # resume=null is Hydra's None, not a directory named null
     assert resume_in_place(["resume=null"]) == []
+
+
+def test_litter_removal_tolerates_another_process_cleaning_the_same_directory(
+    tmp_path, monkeypatch
+):
+    """The processes of a multi-process run share one run directory and may clean it at the
+    same moment: a log that vanishes between the listing and the size check (a dangling link
+    here, deterministically) and a directory that fills up are left alone, without an error."""
+    from stoixlite import rec_ppo
+
+    run_dir = tmp_path / "out" / "run"
+    (run_dir / ".hydra").mkdir(parents=True)
+    (run_dir / "gone.log").symlink_to(run_dir / "removed-by-the-other-process.log")
+    (run_dir / "empty.log").touch()
+    monkeypatch.setattr(rec_ppo, "_EXISTED", {tmp_path})
+    rec_ppo._remove_litter(run_dir)
+    assert not (run_dir / ".hydra").exists()
+    assert not (run_dir / "empty.log").exists()
+    assert (run_dir / "gone.log").is_symlink()  # not ours to remove: the other process's
+    assert run_dir.is_dir()  # not empty (the link), so kept, and no error
