@@ -38,7 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from stoixlite.cli_args import OneLineArgumentParser
-from stoixlite.results.machine import cpu_description
+from stoixlite.results.machine import machine_description
 from stoixlite.results.popgym_paper import DIFFICULTIES, ENVS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,6 +118,24 @@ def fresh_command(args, env: str, difficulty: str, network: str, path: Path) -> 
     ]
 
 
+def run_cell(cmd: list[str]) -> tuple[int, bool]:
+    """Run one cell's training; ``(exit code, whether this runner was interrupted)``.
+
+    Ctrl-C (or ``timeout -s INT``) reaches the whole process group: the training process saves
+    its state and exits 130 on its own, so the runner waits for it (rather than killing it, as
+    ``subprocess.call`` would) and then records the cell as interrupted."""
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL)
+    try:
+        return proc.wait(), False
+    except KeyboardInterrupt:
+        pass
+    while True:
+        try:
+            return proc.wait(), True
+        except KeyboardInterrupt:  # a second Ctrl-C: stop waiting for a clean exit
+            proc.kill()
+
+
 def train(args) -> int:
     cells = [
         (env, difficulty, network)
@@ -144,7 +162,7 @@ def train(args) -> int:
         attempt = {
             "started": datetime.fromtimestamp(start, UTC).isoformat("T", "seconds"),
             "commit": git_commit(),
-            "machine": cpu_description(),
+            "machine": machine_description(),
             "command": shlex.join(cmd),
         }
         record = read_cell(path)  # what earlier attempts recorded
@@ -152,7 +170,7 @@ def train(args) -> int:
             record = {"command": attempt["command"], "seeds": list(args.seeds)}
         record.setdefault("attempts", []).append({**attempt, "exit": None})
         write_cell(path, {**record, "status": "running"})  # kept if this runner is killed
-        code = subprocess.call(cmd, cwd=ROOT, stdout=subprocess.DEVNULL)
+        code, stopped = run_cell(cmd)
         wall = time.time() - start
         record["attempts"][-1].update(exit=code, wall_s=round(wall, 1))
         status = "done" if code == 0 else "interrupted" if code == 130 else "failed"
@@ -161,6 +179,9 @@ def train(args) -> int:
         outcome = status if code in (0, 130) else f"FAILED (exit {code})"
         print(f"{name}: {outcome} in {wall:.0f} s", flush=True)
         failed += code != 0  # an interrupted cell is resumed by the next call
+        if stopped:
+            print("interrupted: the same command resumes the cell and trains the rest", flush=True)
+            return 130
     if failed:
         print(f"{failed} cell(s) failed; run the same command again to retry them", flush=True)
     return 1 if failed else 0
