@@ -45,11 +45,32 @@ class ModelCell:
 
     budget: int = 0
 
+    @property
+    def steps(self) -> int:
+        """Env steps trained (per seed)."""
+        return max((s.steps for s in self.scores), default=0)
+
+    @property
+    def partial(self) -> bool:
+        """An interrupted cell with records: its MMER (a maximum over the updates trained) is a
+        lower bound of the MMER its whole budget would give."""
+        return self.status == "interrupted" and bool(self.scores)
+
+    @property
+    def scored(self) -> bool:
+        """Finished, or interrupted with records."""
+        return (self.status == "done" or self.partial) and bool(self.scores)
+
+    @property
+    def machine(self) -> str:
+        """``"GPU"`` or ``"CPU"``: where its last attempt ran."""
+        last = self.attempts[-1].get("machine", "") if self.attempts else ""
+        return "GPU" if "GPU:" in last else "CPU"
+
     def stopped_early(self) -> bool:
-        """Whether the run ended before its budget (an early stop at ``arch.target_return``):
-        its MMER then covers only the steps trained."""
-        steps = max((s.steps for s in self.scores), default=0)
-        return bool(self.scores) and steps < self.budget * 0.95
+        """Whether a finished run ended before its budget (an early stop at
+        ``arch.target_return``): its MMER then covers only the steps trained."""
+        return self.status == "done" and bool(self.scores) and self.steps < self.budget * 0.95
 
     def summary(self, key: str) -> SeedSummary:
         return summarize_seeds(getattr(s, key) for s in self.scores)
@@ -69,13 +90,15 @@ def load_cells(out: Path) -> dict[tuple[str, str], dict[str, ModelCell]]:
             attempts=record.get("attempts", []),
             command=record.get("command", ""),
         )
-        if cell.status == "done":
+        if cell.status in ("done", "interrupted"):
             try:
                 cell.scores = seed_scores(path)
                 cell.wall_s = run_wall_time(path)
                 cell.budget = int(float(run_config(path).arch.total_timesteps))
             except (RunReadError, OSError, KeyError) as err:
-                cell.status = f"unreadable ({err})"
+                cell.scores = []
+                if cell.status == "done":
+                    cell.status = f"unreadable ({err})"
         cells.setdefault((env, difficulty), {})[model] = cell
     return cells
 
@@ -98,11 +121,10 @@ def random_baselines(out: Path, keys: Iterable[tuple[str, str]], episodes: int) 
 
 
 def best_memory_model(models: dict[str, ModelCell]) -> ModelCell | None:
-    """The finished model with memory whose mean MMER is highest (``None`` when none)."""
+    """The model with memory, trained with its shipped config (no ``+variant``), whose mean
+    MMER is highest, finished or interrupted with records (``None`` when none)."""
     scored = [
-        m
-        for m in models.values()
-        if m.status == "done" and m.model.split("+")[0] not in MEMORYLESS and m.scores
+        m for m in models.values() if m.scored and "+" not in m.model and m.model not in MEMORYLESS
     ]
     scored = [m for m in scored if m.summary("mmer").n]
     return max(scored, key=lambda m: m.summary("mmer").mean, default=None)
@@ -115,6 +137,8 @@ def _num(value: float, digits: int = 3) -> str:
 def _mmer(cell: ModelCell | None) -> str:
     if cell is None:
         return "not run"
+    if cell.partial:
+        return f"≥ {cell.summary('mmer').fmt()} (interrupted at {cell.steps / 1e6:.1f}M)"
     if cell.status != "done":
         return cell.status
     return cell.summary("mmer").fmt() + (" (stopped early)" if cell.stopped_early() else "")
@@ -134,6 +158,8 @@ def _verdict(best: ModelCell | None, paper: PaperCell | None) -> str:
         return f"above best ({mean - paper.best:+.3f})"
     if mean >= paper.gru - SLACK:
         return f"at or above GRU ({mean - paper.gru:+.3f})"
+    if best.partial:  # a lower bound below the paper says nothing yet
+        return f"unfinished ({mean - paper.gru:+.3f} so far)"
     return f"**below GRU** ({mean - paper.gru:+.3f})"
 
 
@@ -162,25 +188,25 @@ def summary_table(cells, randoms) -> list[str]:
 def detail_table(cells) -> list[str]:
     lines = [
         "| env | difficulty | model | seeds | steps | MMER | MMER 95 % CI | final eval "
-        "| final eval 95 % CI | best eval | wall s |",
-        "|---|---|---|---|---:|---:|---|---:|---|---:|---:|",
+        "| final eval 95 % CI | best eval | wall s | on |",
+        "|---|---|---|---|---:|---:|---|---:|---|---:|---:|---|",
     ]
     for difficulty in DIFFICULTIES:
         for env in ENVS:
             for model, cell in sorted(cells.get((env, difficulty), {}).items()):
-                if cell.status != "done":
+                if not cell.scored:
                     lines.append(
-                        f"| {env} | {difficulty} | {model} | | | {cell.status} | | | | | |"
+                        f"| {env} | {difficulty} | {model} | | | {cell.status} | | | | | | |"
                     )
                     continue
                 mmer, final, best = (cell.summary(k) for k in ("mmer", "final_eval", "best_eval"))
                 seeds = ",".join(str(s.seed) for s in cell.scores)
-                steps = max((s.steps for s in cell.scores), default=0)
                 stop = f" of {cell.budget:.2e} (stopped early)" if cell.stopped_early() else ""
+                stop = f" of {cell.budget:.2e} (interrupted)" if cell.partial else stop
                 lines.append(
-                    f"| {env} | {difficulty} | {model} | {seeds} | {steps:.2e}{stop} "
+                    f"| {env} | {difficulty} | {model} | {seeds} | {cell.steps:.2e}{stop} "
                     f"| {mmer.fmt()} | {mmer.fmt_ci()} | {final.fmt()} | {final.fmt_ci()} "
-                    f"| {best.fmt()} | {_num(cell.wall_s, 0)} |"
+                    f"| {best.fmt()} | {_num(cell.wall_s, 0)} | {cell.machine} |"
                 )
     return lines
 
@@ -190,7 +216,7 @@ def target_lines(cells) -> list[str]:
     published = [(e, d) for e in PAPER for d in DIFFICULTIES]
     run = [(e, d) for e, d in published if best_memory_model(cells.get((e, d), {}))]
     matched = above = 0
-    below = []
+    below, unfinished = [], []
     for env, difficulty in run:
         best = best_memory_model(cells[(env, difficulty)])
         paper = PAPER[env][difficulty]
@@ -198,14 +224,19 @@ def target_lines(cells) -> list[str]:
         matched += mean >= paper.gru - SLACK
         above += mean > paper.best
         if mean < paper.gru - SLACK:
-            below.append(f"{env} {difficulty} ({best.model} {mean:.3f} vs {paper.gru:.3f})")
+            text = f"{env} {difficulty} ({best.model} {mean:.3f} vs {paper.gru:.3f})"
+            (unfinished if best.partial else below).append(text)
+    partial = sum(best_memory_model(cells[key]).partial for key in run)
     lines = [
-        f"- Published cells trained: {len(run)} of {len(published)}.",
+        f"- Published cells trained: {len(run)} of {len(published)}"
+        + (f" ({partial} of them interrupted before their budget)." if partial else "."),
         f"- At or above the paper's GRU minus {SLACK}: {matched} of {len(run)}.",
         f"- Above the paper's best model: {above} of {len(run)}.",
     ]
     if below:
         lines.append("- Below the paper's GRU: " + "; ".join(below) + ".")
+    if unfinished:
+        lines.append("- Below so far, interrupted: " + "; ".join(unfinished) + ".")
     return lines
 
 
@@ -233,7 +264,7 @@ def figure(cells, path: Path) -> bool:
             if best is None:
                 continue
             gru = models.get("gru")
-            gru_mean = gru.summary("mmer").mean if gru and gru.scores else math.nan
+            gru_mean = gru.summary("mmer").mean if gru and gru.scored else math.nan
             paper = PAPER[env][difficulty]
             rows.append(
                 (f"{env}\n{difficulty}", gru_mean, best.summary("mmer").mean, paper.gru, paper.best)
@@ -289,6 +320,10 @@ def render(cells, randoms, figure_rel: str | None) -> str:
         "A cell marked *stopped early* ended when its greedy evaluation reached",
         "`arch.target_return` (see its command): its MMER covers only the steps it trained,",
         "and the sampled training episodes lag the greedy policy, so it understates the cell.",
+        "A cell marked *interrupted* (≥) was stopped before its budget and not yet resumed:",
+        "its MMER, a maximum over the updates it trained, is a lower bound of the whole run's.",
+        "Cells named `model+variant` ran with the overrides in their command (ablations); the",
+        "summary columns use the shipped configs only.",
         "",
         "**MMER** (the paper's measure): the maximum over training of the mean return of the",
         "training episodes finished in one update (sampled actions); per cell the mean over",
@@ -316,7 +351,8 @@ def render(cells, randoms, figure_rel: str | None) -> str:
         "## Every trained model",
         "",
         "wall s: the run's own clock (`time/elapsed_s` of its last record: compile and",
-        "evaluations included, summed over resumes).",
+        "evaluations included, summed over resumes). on: where the last attempt ran (the",
+        "machines are listed above).",
         "",
         *detail_table(cells),
         "",
