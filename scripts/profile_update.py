@@ -55,8 +55,9 @@ def phase_programs(exp, updates: int) -> tuple[dict[str, Callable], object]:
     with the run's config), so a model that keeps only the sequence-start carries
     (``system.rollout_carries``) is profiled with that rollout, as it trains.
     """
-    from stoixlite.ppo.learner import make_update_phases, split_minibatches
+    from stoixlite.ppo.learner import make_update_phases
     from stoixlite.ppo.loss import ppo_loss
+    from stoixlite.ppo.sequences import split_minibatches
 
     cfg, apply_fn = exp.ppo, exp.network.apply
     unroll = exp.config.system.rollout_unroll

@@ -16,8 +16,8 @@ from conftest import replay_inputs, run_config
 
 from stoixlite.networks.memory import available_memories
 from stoixlite.ppo import types
-from stoixlite.ppo.learner import make_sequences
 from stoixlite.ppo.loss import ppo_loss
+from stoixlite.ppo.sequences import make_sequences
 from stoixlite.run.build import build_run
 
 OVERRIDES = [
@@ -198,7 +198,7 @@ def test_update_is_the_same_with_either_rollout_carries(model):
     """One update with BPTT chunks and burn-in gives the same parameters and metrics whether the
     rollout stores every step's carry or only the sequence starts (up to float rounding of the
     bootstrap), and ``auto`` keeps only the starts for the attention cache, not for the GRU."""
-    from stoixlite.ppo.learner import keeps_sequence_starts
+    from stoixlite.ppo.sequences import keeps_sequence_starts
 
     extra = ["system.bptt_length=8", "system.burn_in=3", "system.epochs=2"]
     updates = {}

@@ -20,8 +20,8 @@ from conftest import compose_config, load_script, replay_inputs, run_config
 from stoixlite.config.parse import parse
 from stoixlite.config.plan import plan_run
 from stoixlite.networks.dense import Dense, matmul, outer_sum
-from stoixlite.ppo.learner import make_sequences, sequence_length
 from stoixlite.ppo.loss import ppo_loss
+from stoixlite.ppo.sequences import make_sequences, sequence_length
 from stoixlite.run.build import build_run
 
 

@@ -6,36 +6,10 @@ from typing import Any
 
 import jax
 import jax.numpy as jnp
-from flax import struct
 
 from stoixlite.ppo.rollout import ApplyFn
+from stoixlite.ppo.sequences import SequenceBatch
 from stoixlite.ppo.types import PPOConfig
-
-
-@struct.dataclass
-class SequenceBatch:
-    """Training sequences, time-major ``[L, S, ...]``, each starting at ``init_carry [S, ...]``.
-
-    With burn-in (``B > 0`` steps, R2D2-style), each sequence also carries the ``B`` steps that
-    precede it in the rollout (``burn_obs [B, S, F]``, ``burn_start [B, S]``) and the rollout's
-    carry before them (``burn_carry [S, ...]``). The loss replays them with the current
-    parameters and no gradient and starts the trained part from the result, instead of from the
-    stored ``init_carry``, where ``burn_valid [S]`` (false for a rollout's first chunk, which has no
-    earlier steps). Without burn-in these fields are ``None``.
-    """
-
-    obs: jax.Array
-    start: jax.Array
-    action: jax.Array
-    log_prob: jax.Array
-    value: jax.Array
-    advantage: jax.Array
-    target: jax.Array  # GAE return (value target)
-    init_carry: Any
-    burn_obs: jax.Array | None = None
-    burn_start: jax.Array | None = None
-    burn_carry: Any = None
-    burn_valid: jax.Array | None = None
 
 
 def burned_in_carry(params: Any, apply_fn: ApplyFn, batch: SequenceBatch) -> Any:

@@ -75,5 +75,5 @@ class PPOConfig:
     transitions: bool = False
     # Carries the rollout stores: "every_step" ([T, N] carries, batched bootstrap), or
     # "sequence_starts" (only those the training sequences start from; bootstrap in the loop),
-    # "auto": the latter for carries over learner.COMPACT_CARRY_FLOATS floats per env.
+    # "auto": the latter for carries over sequences.COMPACT_CARRY_FLOATS floats per env.
     rollout_carries: str = "auto"

@@ -33,8 +33,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from stoixlite.config.strict import ConfigError
-from stoixlite.ppo.learner import BATCH_MAJOR_FIELDS
-from stoixlite.ppo.loss import SequenceBatch
+from stoixlite.ppo.sequences import BATCH_MAJOR_FIELDS, SequenceBatch
 from stoixlite.ppo.types import LearnerState
 
 DEVICE_AXIS = "devices"
