@@ -135,3 +135,34 @@ def test_interrupted_save_leaves_existing_checkpoints_intact(tmp_path, exp_and_s
     arrays_after, _ = pack_state(restored)
     for k, v in arrays_before.items():
         np.testing.assert_array_equal(arrays_after[k], v)
+
+
+def test_opening_checkpoints_moves_nothing_setting_aside_does(tmp_path, exp_and_state):
+    """A checkpoint whose metrics file is unreadable: a writable Checkpointer refuses to open
+    over it and moves nothing (no side effect at construction), a read-only one skips it, and
+    ``set_aside_unreadable`` moves it to ``checkpoints.broken/`` after which writing works."""
+    from stoixlite.tracking.checkpointing import (
+        BROKEN_DIRNAME,
+        CheckpointCorruptError,
+        set_aside_unreadable,
+    )
+
+    cfg, _, state = exp_and_state
+    directory = tmp_path / "checkpoints"
+    with Checkpointer(directory, config_fingerprint(cfg)) as ckpt:
+        ckpt.save(1, state, {"chunk": 1}, eval_return=0.1)
+        ckpt.save(2, state, {"chunk": 2}, eval_return=0.2)
+    (directory / "2" / "metrics" / "metrics").write_text("{not json")
+    before = sorted(p.name for p in directory.iterdir())
+    with pytest.raises(CheckpointCorruptError, match="set_aside_unreadable"):
+        Checkpointer(directory, config_fingerprint(cfg))
+    with Checkpointer(directory, config_fingerprint(cfg), read_only=True) as ckpt:
+        assert ckpt.latest_step() is not None
+    assert sorted(p.name for p in directory.iterdir()) == before  # nothing moved
+    assert not (tmp_path / BROKEN_DIRNAME).exists()
+    assert set_aside_unreadable(directory) == {2: tmp_path / BROKEN_DIRNAME / "2"}
+    assert set_aside_unreadable(directory) == {}  # nothing left to move
+    with Checkpointer(directory, config_fingerprint(cfg)) as ckpt:
+        assert ckpt.all_steps() == [1]
+        ckpt.save(3, state, {"chunk": 3}, eval_return=0.3)
+        assert ckpt.latest_step() == 3

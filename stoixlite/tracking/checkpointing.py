@@ -106,6 +106,45 @@ def _unreadable_metrics(directory: Path) -> dict[int, str]:
     return broken
 
 
+def move_aside(directory: Path, steps: list[int]) -> dict[int, Path]:
+    """Move the checkpoints ``steps`` of ``directory`` to ``<its parent>/checkpoints.broken/``
+    (kept, never deleted; a step moved before gets a ``.1``, ``.2`` ... suffix); returns where
+    each went. No directory is created when there is nothing to move."""
+    directory = Path(directory)
+    target = directory.parent / BROKEN_DIRNAME
+    if not any((directory / str(step)).exists() for step in steps):
+        return {}
+    target.mkdir(exist_ok=True)
+    moved: dict[int, Path] = {}
+    for step in steps:
+        source = directory / str(step)
+        if not source.exists():
+            continue
+        dest, n = target / str(step), 1
+        while dest.exists():
+            dest, n = target / f"{step}.{n}", n + 1
+        source.rename(dest)
+        moved[step] = dest
+    return moved
+
+
+def set_aside_unreadable(directory: str | Path) -> dict[int, Path]:
+    """Move the checkpoints of ``directory`` whose metrics or metadata file is unreadable out of
+    the way (they would stop orbax's manager from starting), one warning line each; returns
+    where each went. Called by the run before it opens its checkpoints for writing."""
+    directory = Path(directory).resolve()
+    broken = _unreadable_metrics(directory)
+    moved = move_aside(directory, list(broken))
+    for step, why in broken.items():
+        log.warning(
+            "checkpoint %s is unreadable (%s), moved to %s",
+            directory / str(step),
+            why,
+            moved.get(step),
+        )
+    return moved
+
+
 @contextlib.contextmanager
 def quiet_orbax() -> Iterator[None]:
     """Orbax's own log (absl) silenced for the duration of one read of a possibly broken
@@ -151,19 +190,16 @@ class Checkpointer:
         self.fingerprint = fingerprint
         self._read_only = read_only
         # Steps whose metrics file is unreadable break orbax's manager itself (it reads every
-        # step's metrics when it starts): a writable checkpointer moves them away first, a
-        # read-only one starts without reading metrics and skips them when restoring.
+        # step's metrics when it starts): a read-only checkpointer starts without reading
+        # metrics and skips them when restoring; a writable one needs them set aside first
+        # (:func:`set_aside_unreadable`, which the run's recorder calls). Constructing one never
+        # moves anything.
         self._broken = _unreadable_metrics(self.directory)
         if self._broken and not read_only:
-            moved = self._quarantine(list(self._broken))
-            for step, why in self._broken.items():
-                log.warning(
-                    "checkpoint %s is unreadable (%s), moved to %s",
-                    self.directory / str(step),
-                    why,
-                    moved.get(step),
-                )
-            self._broken = {}
+            raise CheckpointCorruptError(
+                f"unreadable checkpoints in {self.directory} (steps {sorted(self._broken)}): "
+                "set them aside with set_aside_unreadable() before writing there"
+            )
         policies: list[Any] = [ocp.checkpoint_managers.LatestN(n=keep_last)]
         if keep_best:
             policies.append(
@@ -365,23 +401,10 @@ class Checkpointer:
         return host_item, arrays
 
     def _quarantine(self, steps: list[int]) -> dict[int, Path]:
-        """Move unreadable checkpoints out of the manager's directory (kept, never deleted);
-        returns where each went."""
-        target = self.directory.parent / BROKEN_DIRNAME
-        if not any((self.directory / str(step)).exists() for step in steps):
-            return {}  # nothing to move: no empty checkpoints.broken/
-        target.mkdir(exist_ok=True)
-        moved: dict[int, Path] = {}
-        for step in steps:
-            source = self.directory / str(step)
-            if not source.exists():
-                continue
-            dest, n = target / str(step), 1
-            while dest.exists():
-                dest, n = target / f"{step}.{n}", n + 1
-            source.rename(dest)
-            moved[step] = dest
-        if hasattr(self, "_manager"):
+        """Move unreadable checkpoints out of the manager's directory (:func:`move_aside`) and
+        reload the manager; returns where each went."""
+        moved = move_aside(self.directory, steps)
+        if moved:
             with quiet_orbax():
                 self._manager.reload()
         return moved

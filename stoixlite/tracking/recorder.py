@@ -14,7 +14,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stoixlite.tracking.checkpointing import Checkpointer, CheckpointSettings, checkpoint_dir
+from stoixlite.tracking.checkpointing import (
+    Checkpointer,
+    CheckpointSettings,
+    checkpoint_dir,
+    set_aside_unreadable,
+)
 from stoixlite.tracking.files import METRICS_FILE, PER_SEED_FILE
 from stoixlite.tracking.jsonl import JsonlWriter, last_record, truncate_jsonl
 from stoixlite.tracking.progress import TrainingProgress
@@ -55,6 +60,7 @@ class Recorder:
         ck = settings.checkpoint
         self.checkpointer: Checkpointer | None = None
         if ck.enabled or resume:
+            set_aside_unreadable(checkpoint_dir(run_dir))
             self.checkpointer = Checkpointer(
                 checkpoint_dir(run_dir),
                 dict(settings.fingerprint),
