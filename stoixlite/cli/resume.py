@@ -10,8 +10,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from stoixlite.config.parse import load_run_config
 from stoixlite.config.strict import ConfigError
-from stoixlite.run.resume import load_run_config
 from stoixlite.tracking.files import CONFIG_FILE
 
 

@@ -5,13 +5,14 @@ The strict rules of :mod:`stoixlite.config.strict` apply to every group of the s
 checks of :mod:`stoixlite.config.checks` (the memory model's and the env's own keys, the budget,
 the device split); every mistake is one line of one :class:`~stoixlite.config.strict.ConfigError`.
 :func:`parse_distributed` reads the ``distributed`` group alone, which must be known before JAX
-starts.
+starts; :func:`load_run_config` reads a run directory's saved ``config.yaml`` (for resuming).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
@@ -102,3 +103,15 @@ def parse(cfg: DictConfig | Mapping[str, Any]) -> RunConfig:
     if errors:
         raise ConfigError(errors)
     return run
+
+
+def load_run_config(path: Path) -> DictConfig:
+    """A run directory's saved ``config.yaml``; :class:`ConfigError` (one line) if unreadable."""
+    try:
+        cfg = OmegaConf.load(path)
+    except Exception as err:  # YAML syntax, binary garbage, permissions
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise ConfigError([f"{path} is unreadable: {first}"]) from None
+    if not isinstance(cfg, DictConfig) or "env" not in cfg or "network" not in cfg:
+        raise ConfigError([f"{path} is not a stoixlite run config (no env or network section)"])
+    return cfg

@@ -7,9 +7,10 @@ The config fingerprint a checkpoint must agree on (:func:`config_fingerprint`), 
 resuming and the evaluator loading a run both use it).
 
 Everything a resume or an evaluation needs from the run directory is checked before anything is
-compiled, each mistake one line: the directory, its ``config.yaml`` (:func:`load_run_config`) and
-an intact checkpoint written with the same config (:func:`find_checkpoint`,
-:func:`check_resumable`); the latest checkpoint falls back to the newest intact one.
+compiled, each mistake one line: the directory, its ``config.yaml``
+(:func:`~stoixlite.config.parse.load_run_config`) and an intact checkpoint written with the
+same config (:func:`find_checkpoint`, :func:`check_resumable`); the latest checkpoint falls
+back to the newest intact one.
 """
 
 from __future__ import annotations
@@ -23,9 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import jax
-from omegaconf import DictConfig, OmegaConf
 
-from stoixlite.config.parse import parse
+from stoixlite.config.parse import load_run_config, parse
 from stoixlite.config.plan import plan_run
 from stoixlite.config.schema import RunConfig
 from stoixlite.config.strict import ConfigError
@@ -183,20 +183,9 @@ def _select(cfg: RunConfig, key: str) -> Any:
     return getattr(getattr(cfg, group), name)
 
 
-def load_run_config(path: Path) -> DictConfig:
-    """A run directory's saved ``config.yaml``; :class:`ConfigError` (one line) if unreadable."""
-    try:
-        cfg = OmegaConf.load(path)
-    except Exception as err:  # YAML syntax, binary garbage, permissions
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise ConfigError([f"{path} is unreadable: {first}"]) from None
-    if not isinstance(cfg, DictConfig) or "env" not in cfg or "network" not in cfg:
-        raise ConfigError([f"{path} is not a stoixlite run config (no env or network section)"])
-    return cfg
-
-
 def load_saved_config(path: Path) -> RunConfig:
-    """A run directory's saved ``config.yaml``, parsed (:func:`load_run_config`)."""
+    """A run directory's saved ``config.yaml``, parsed
+    (:func:`~stoixlite.config.parse.load_run_config`)."""
     return parse(load_run_config(path))
 
 
