@@ -13,7 +13,10 @@ sampled training episodes, which lag a greedy evaluation that already solves the
 ``--stop-at 0.99`` stops once the evaluation does, and the report marks such cells), into
 ``<out>/<env>/<difficulty>/<network>[+<variant>]``. A cell with a ``cell.json`` marked done is
 skipped; an interrupted one with a checkpoint is resumed (``resume=<dir>``); one that stopped
-before its first checkpoint starts afresh. Overrides after ``--`` go to every cell of this call
+before its first checkpoint starts afresh; an interrupted one whose records came without its
+checkpoints (copied from another machine) is kept and not trained. ``--jobs N`` trains N cells
+side by side, each its own process (on one GPU, 4-10 small cells together use it far better
+than one; Ctrl-C stops them all cleanly). Overrides after ``--`` go to every cell of this call
 and must come with ``--variant NAME`` (so that cells trained differently never share a
 directory). A failed cell is recorded, the others go on, and the exit status is 1.
 
@@ -34,6 +37,7 @@ import shutil
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -118,70 +122,121 @@ def fresh_command(args, env: str, difficulty: str, network: str, path: Path) -> 
     ]
 
 
-def run_cell(cmd: list[str]) -> tuple[int, bool]:
-    """Run one cell's training; ``(exit code, whether this runner was interrupted)``.
+@dataclass
+class Launch:
+    """A cell being trained: its process, directory, record and start time."""
 
-    Ctrl-C (or ``timeout -s INT``) reaches the whole process group: the training process saves
-    its state and exits 130 on its own, so the runner waits for it (rather than killing it, as
-    ``subprocess.call`` would) and then records the cell as interrupted."""
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL)
-    try:
-        return proc.wait(), False
-    except KeyboardInterrupt:
-        pass
-    while True:
-        try:
-            return proc.wait(), True
-        except KeyboardInterrupt:  # a second Ctrl-C: stop waiting for a clean exit
-            proc.kill()
+    name: str
+    path: Path
+    record: dict
+    start: float
+    proc: subprocess.Popen
+
+
+def prepare(args, k: int, total: int, cell: tuple[str, str, str]) -> tuple | None:
+    """``(name, path, command)`` of a cell to train, or ``None`` when it is skipped (finished,
+    or holding records without a checkpoint to resume from, which are never deleted)."""
+    env, difficulty, network = cell
+    path = cell_dir(args.out, env, difficulty, network, args.variant)
+    record = read_cell(path)
+    name = f"[{k}/{total}] {env} {difficulty} {path.name}"
+    if record.get("status") == "done":
+        print(f"{name}: done, skipped", flush=True)
+        return None
+    if path.exists() and not has_checkpoint(path):
+        # A clean interrupt always saves a checkpoint: an interrupted cell with records and no
+        # checkpoint was brought here without them (from another machine) and is kept as is.
+        if record.get("status") == "interrupted" and (path / "metrics.jsonl").exists():
+            print(
+                f"{name}: kept, not trained: it has records but no checkpoint to resume from "
+                f"(delete {path} to train it afresh)",
+                flush=True,
+            )
+            return None
+        if not args.dry_run:  # a dry run changes nothing
+            shutil.rmtree(path)  # stopped before its first checkpoint: nothing to keep
+    cmd = train_command(args, env, difficulty, network, path)
+    print(f"{name}: {shlex.join(cmd)}", flush=True)
+    return name, path, cmd
+
+
+def launch(args, name: str, path: Path, cmd: list[str]) -> Launch:
+    """Start a cell's training process, its record written first (kept if the runner dies)."""
+    path.mkdir(parents=True, exist_ok=True)
+    start = time.time()
+    attempt = {
+        "started": datetime.fromtimestamp(start, UTC).isoformat("T", "seconds"),
+        "commit": git_commit(),
+        "machine": machine_description(),
+        "command": shlex.join(cmd),
+        "jobs": args.jobs,
+    }
+    record = read_cell(path)  # what earlier attempts recorded
+    if not has_checkpoint(path):  # a fresh run: its command is the cell's
+        record = {"command": attempt["command"], "seeds": list(args.seeds)}
+    record.setdefault("attempts", []).append({**attempt, "exit": None})
+    record["overrides"] = list(args.overrides)
+    write_cell(path, {**record, "status": "running"})
+    env = dict(os.environ)
+    if args.jobs > 1:  # several JAX processes on one GPU: no process takes most of its memory
+        env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, env=env)
+    return Launch(name, path, record, start, proc)
+
+
+def finish(cell: Launch, code: int) -> None:
+    """Record how a cell's process ended: done (0), interrupted (130) or failed."""
+    wall = time.time() - cell.start
+    cell.record["attempts"][-1].update(exit=code, wall_s=round(wall, 1))
+    status = "done" if code == 0 else "interrupted" if code == 130 else "failed"
+    cell.record["status"] = status
+    write_cell(cell.path, cell.record)
+    outcome = status if code in (0, 130) else f"FAILED (exit {code})"
+    print(f"{cell.name}: {outcome} in {wall:.0f} s", flush=True)
+
+
+def wait_all(running: list[Launch]) -> None:
+    """After Ctrl-C: every training process got it too (same process group) and saves and
+    exits 130 on its own; wait for each (a second Ctrl-C kills them) and record it."""
+    for cell in running:
+        while True:
+            try:
+                finish(cell, cell.proc.wait())
+                break
+            except KeyboardInterrupt:
+                for other in running:
+                    other.proc.kill()
 
 
 def train(args) -> int:
+    """Train the cells, ``args.jobs`` at a time (each its own process; on one GPU, several
+    small runs side by side use it better than one). Exit 0, 1 (a cell failed) or 130."""
     cells = [
         (env, difficulty, network)
         for difficulty in args.difficulties
         for env in args.envs
         for network in args.networks
     ]
+    todo = list(enumerate(cells, 1))
+    running: list[Launch] = []
     failed = 0
-    for k, (env, difficulty, network) in enumerate(cells, 1):
-        path = cell_dir(args.out, env, difficulty, network, args.variant)
-        record = read_cell(path)
-        name = f"[{k}/{len(cells)}] {env} {difficulty} {path.name}"
-        if record.get("status") == "done":
-            print(f"{name}: done, skipped", flush=True)
-            continue
-        if path.exists() and not has_checkpoint(path):
-            shutil.rmtree(path)  # stopped before its first checkpoint: nothing to keep
-        cmd = train_command(args, env, difficulty, network, path)
-        print(f"{name}: {shlex.join(cmd)}", flush=True)
-        if args.dry_run:
-            continue
-        path.mkdir(parents=True, exist_ok=True)
-        start = time.time()
-        attempt = {
-            "started": datetime.fromtimestamp(start, UTC).isoformat("T", "seconds"),
-            "commit": git_commit(),
-            "machine": machine_description(),
-            "command": shlex.join(cmd),
-        }
-        record = read_cell(path)  # what earlier attempts recorded
-        if not has_checkpoint(path):  # a fresh run: its command is the cell's
-            record = {"command": attempt["command"], "seeds": list(args.seeds)}
-        record.setdefault("attempts", []).append({**attempt, "exit": None})
-        write_cell(path, {**record, "status": "running"})  # kept if this runner is killed
-        code, stopped = run_cell(cmd)
-        wall = time.time() - start
-        record["attempts"][-1].update(exit=code, wall_s=round(wall, 1))
-        status = "done" if code == 0 else "interrupted" if code == 130 else "failed"
-        record.update(status=status, overrides=list(args.overrides))
-        write_cell(path, record)
-        outcome = status if code in (0, 130) else f"FAILED (exit {code})"
-        print(f"{name}: {outcome} in {wall:.0f} s", flush=True)
-        failed += code != 0  # an interrupted cell is resumed by the next call
-        if stopped:
-            print("interrupted: the same command resumes the cell and trains the rest", flush=True)
-            return 130
+    try:
+        while todo or running:
+            while todo and len(running) < args.jobs:
+                k, cell = todo.pop(0)
+                prepared = prepare(args, k, len(cells), cell)
+                if prepared and not args.dry_run:
+                    running.append(launch(args, *prepared))
+            for cell in [c for c in running if c.proc.poll() is not None]:
+                running.remove(cell)
+                finish(cell, cell.proc.returncode)
+                failed += cell.proc.returncode != 0  # an interrupted cell is resumed next call
+            if running:
+                time.sleep(0.2)
+    except KeyboardInterrupt:
+        wait_all(running)
+        print("interrupted: the same command resumes the cells and trains the rest", flush=True)
+        return 130
     if failed:
         print(f"{failed} cell(s) failed; run the same command again to retry them", flush=True)
     return 1 if failed else 0
@@ -206,6 +261,13 @@ def main(argv: list[str] | None = None) -> int:
         "from the sampled training episodes, which lag the greedy eval; e.g. 0.99 to save time)",
     )
     tr.add_argument("--out", type=Path, default=ROOT / "outputs" / "popgym_table")
+    tr.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="cells trained side by side, each its own process (default 1; on one GPU 4-10 "
+        "small cells together use it better than one)",
+    )
     tr.add_argument("--dry-run", action="store_true", help="print the commands only")
     rp = sub.add_parser("report", help="write the table and the figure from the cells")
     rp.add_argument("--out", type=Path, default=ROOT / "outputs" / "popgym_table")
@@ -229,6 +291,8 @@ def main(argv: list[str] | None = None) -> int:
 def train_checked(parser, args) -> int:
     from stoixlite.cli_args import checked_run_config
 
+    if args.jobs < 1:
+        parser.error(f"--jobs {args.jobs}: must be at least 1")
     if args.overrides and not args.variant:
         parser.error("overrides after -- need --variant NAME (the cells' directory suffix)")
     if args.variant and not args.variant.replace("_", "").replace("-", "").isalnum():

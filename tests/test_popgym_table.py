@@ -37,7 +37,7 @@ def table(*args: str) -> subprocess.CompletedProcess:
 def test_cells_train_skip_resume_and_report(tmp_path):
     out = tmp_path / "cells"
     args = ["train", *CELL, "--networks", "gru", "mlp", "--out", str(out), "--variant", "tiny"]
-    first = table(*args, "--", *TINY_CELL)
+    first = table(*args, "--jobs", "2", "--", *TINY_CELL)  # both cells side by side
     assert first.returncode == 0, first.stdout + first.stderr
     for network in ("gru", "mlp"):
         cell = json.loads(
@@ -46,6 +46,7 @@ def test_cells_train_skip_resume_and_report(tmp_path):
         assert cell["status"] == "done" and cell["seeds"] == [0, 1]
         assert [a["exit"] for a in cell["attempts"]] == [0] and cell["attempts"][0]["wall_s"] > 0
         assert f"network={network}" in cell["command"] and "arch.num_seeds=2" in cell["command"]
+        assert cell["attempts"][0]["jobs"] == 2 and cell["overrides"] == TINY_CELL
 
     again = table(*args, "--", *TINY_CELL)
     assert again.returncode == 0 and again.stdout.count("done, skipped") == 2, again.stdout
@@ -62,6 +63,13 @@ def test_cells_train_skip_resume_and_report(tmp_path):
         subprocess.run(["rm", "-r", str(ckpt)], check=True)
     dry = table(*args, "--dry-run", "--", *TINY_CELL)
     assert "network=mlp" in dry.stdout and f"resume={mlp}" not in dry.stdout, dry.stdout
+    assert (mlp / "metrics.jsonl").exists()  # a dry run deletes nothing
+    # one interrupted whose records came without their checkpoints is kept, not retrained
+    (mlp / "cell.json").write_text(json.dumps({"status": "interrupted", "command": "x"}))
+    kept = table(*args, "--", *TINY_CELL)
+    assert kept.returncode == 0 and "kept, not trained" in kept.stdout, kept.stdout
+    assert (mlp / "metrics.jsonl").exists() and "network=mlp" not in kept.stdout
+    (mlp / "cell.json").unlink()
 
     # MMER of each seed is the max over its records of the best per-update training return
     records = read_jsonl(gru / "metrics_per_seed.jsonl")

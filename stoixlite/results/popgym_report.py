@@ -63,9 +63,12 @@ class ModelCell:
 
     @property
     def machine(self) -> str:
-        """``"GPU"`` or ``"CPU"``: where its last attempt ran."""
-        last = self.attempts[-1].get("machine", "") if self.attempts else ""
-        return "GPU" if "GPU:" in last else "CPU"
+        """``"GPU"`` or ``"CPU"``: where its last attempt ran, with how many cells trained
+        side by side there (``--jobs``) when more than one."""
+        last = self.attempts[-1] if self.attempts else {}
+        where = "GPU" if "GPU:" in last.get("machine", "") else "CPU"
+        jobs = int(last.get("jobs", 1))
+        return f"{where}, {jobs} cells at once" if jobs > 1 else where
 
     def stopped_early(self) -> bool:
         """Whether a finished run ended before its budget (an early stop at
@@ -352,7 +355,7 @@ def render(cells, randoms, figure_rel: str | None) -> str:
         "",
         "wall s: the run's own clock (`time/elapsed_s` of its last record: compile and",
         "evaluations included, summed over resumes). on: where the last attempt ran (the",
-        "machines are listed above).",
+        "machines are listed above) and how many cells trained side by side on it.",
         "",
         *detail_table(cells),
         "",
