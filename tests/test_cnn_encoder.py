@@ -9,7 +9,8 @@
   fingerprint unless the cnn encoder is chosen; settings that do not fit are one line each
   (more rows in test_config_validation.py and test_bad_inputs.py).
 * End to end: ``python -m stoixlite.rec_ppo env=pixel/colour_cue network=gru
-  network.encoder=cnn`` trains a few thousand steps and resumes from its checkpoint.
+  network.encoder=cnn`` trains a few thousand steps, resumes from its checkpoint, and
+  ``python -m stoixlite.evaluate`` plays the saved policy.
 """
 
 from __future__ import annotations
@@ -198,8 +199,9 @@ def test_obs_augment_wrapper_refuses_images():
         ObsAugmentWrapper(make("pixel/colour_cue"))
 
 
-def test_cli_trains_gru_cnn_on_pixels_and_resumes(tmp_path):
-    """The command of docs/envs.md, tiny: a few thousand steps, then a resume that continues."""
+def test_cli_trains_gru_cnn_on_pixels_resumes_and_evaluates(tmp_path):
+    """The command of docs/envs.md, tiny: a few thousand steps, a resume that continues, and the
+    CLI evaluator on the saved checkpoint."""
     run_dir = tmp_path / "run"
     small = [o for o in TINY if not o.startswith("arch.total_timesteps")]
     command = [sys.executable, "-m", "stoixlite.rec_ppo", *PIXEL, "network=gru"]
@@ -224,6 +226,12 @@ def test_cli_trains_gru_cnn_on_pixels_and_resumes(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl")] == [1024, 2048, 3072]
+    evaluate = [sys.executable, "-m", "stoixlite.evaluate", str(run_dir), "--episodes", "4"]
+    proc = subprocess.run(evaluate, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "checkpoint 3, 4 episodes, greedy" in proc.stdout, proc.stdout  # after chunk 3
+    mean = float(proc.stdout.strip().splitlines()[-1].split("|")[2].split("±")[0])
+    assert 0.0 <= mean <= 1.0, proc.stdout
 
 
 def test_ppo_update_with_cnn_on_pixels_keeps_uint8_in_the_buffers():

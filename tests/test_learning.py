@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax
 import pytest
 from conftest import compose_config
 
@@ -135,8 +136,19 @@ def final_eval_returns(run_dir) -> list[float]:
     return [by_seed[seed] for seed in sorted(by_seed)]
 
 
+@pytest.fixture
+def optimised_programs():
+    """XLA's optimisations on for one test (the suite compiles without them, conftest.py):
+    unoptimised convolutions ran about 15x slower on the CPU, an hour for the pixel check below."""
+    flag = "jax_disable_most_optimizations"
+    before = jax.config.values[flag]
+    jax.config.update(flag, False)
+    yield
+    jax.config.update(flag, before)
+
+
 @pytest.mark.slow
-def test_gru_cnn_remembers_the_colour_cue_and_memoryless_cnn_does_not(tmp_path):
+def test_gru_cnn_remembers_the_colour_cue_and_memoryless_cnn_does_not(tmp_path, optimised_programs):
     """docs/learning.md, "Pixels": gru + cnn answers the cue of the first frame (final greedy
     eval >= 0.9 for each of 3 seeds); the memoryless mlp + cnn cannot see it at the query and
     stays near chance (1/4: mean <= 0.5)."""
