@@ -11,7 +11,10 @@ of the last timed chunk: evidence that the run learns) and
 the 1-minute load average during the row. Rows:
 
 * the matrix ``--networks`` x ``--envs`` x ``--num-envs`` at ``--rollout-length`` (default: every
-  registered memory model x {gymnax/CartPole-v1, popgym/repeat_previous}, 64 envs x 128 steps);
+  registered memory model x {gymnax/CartPole-v1, popgym/repeat_previous}, 64 envs x 128 steps),
+  with ``--overrides`` (Hydra overrides of every matrix row, shown in its note column: e.g. the
+  encoder's settings, ``network.encoder=cnn network.cnn_channels=[32,64,64]``; the image env
+  ``pixel/colour_cue`` selects the cnn encoder in its own config);
 * reference rows (CartPole-v1, 4 epochs x 4 minibatches, 4 and 64 envs x 128 steps): the PPO
   set-up of PureJaxRL's ``ppo.py`` (stoixlite's own implementation in
   ``scripts/purejaxrl_ppo.py``, network name ``purejaxrl_ppo``: separate 2 x 64 tanh actor and
@@ -39,6 +42,8 @@ Usage::
         --num-envs 1024 --devices 1 2 4 8             # SPS per device count (arch.num_devices)
     python scripts/benchmark.py ... --devices 1 2 4 --host-devices 4
                                                        # forced CPU devices: correctness, not speed
+    python scripts/benchmark.py --networks gru mlp --envs pixel/colour_cue --no-reference \
+        --overrides network.encoder=cnn                # image observations through the cnn
     python scripts/benchmark.py --env-only [...]       # env throughput: every POPGym port vs popgym
                                                        # (arguments go to scripts/benchmark_envs.py)
 """
@@ -621,6 +626,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--host-devices", type=int, default=None, help="force this many CPU devices (XLA_FLAGS)"
     )
+    parser.add_argument(
+        "--overrides",
+        nargs="*",
+        default=[],
+        help="Hydra overrides of every matrix row, e.g. network.encoder=cnn (checked like "
+        "rec_ppo's command line before any row runs; shown in the row's note)",
+    )
     parser.add_argument("--out", default="benchmark_results.json")
     args = parser.parse_args(argv)
 
@@ -700,6 +712,11 @@ def main(argv: list[str] | None = None) -> int:
                 "num_envs": k,
                 "width": args.width or None,
                 **common(k, args.rollout_length),
+                **(
+                    {"overrides": args.overrides, "label": " ".join(args.overrides)}
+                    if args.overrides
+                    else {}
+                ),
             }
             for e in args.envs
             for k in args.num_envs

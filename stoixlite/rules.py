@@ -53,3 +53,7 @@ INT_LIMIT = 2**31 - 1
 POSITIVE_INT = Rule(f"must be a positive integer <= {INT_LIMIT}", lambda v: 0 < v <= INT_LIMIT)
 NON_NEGATIVE_INT = Rule(f"must be an integer in [0, {INT_LIMIT}]", lambda v: 0 <= v <= INT_LIMIT)
 POSITIVE = number_in(0.0, math.inf, low_open=True)
+POSITIVE_INTS = Rule(
+    f"must be a non-empty list of positive integers <= {INT_LIMIT}",
+    lambda v: len(v) > 0 and all(0 < x <= INT_LIMIT for x in v),
+)

@@ -7,6 +7,8 @@
   first chunk and resumed on 4 devices, and the same stopped run resumed on 2 devices;
 * ``learn``: two learn chunks of a memoroid (ffm) with 2 seeds, BPTT chunks and burn-in on 1, 2
   and 4 devices; the final learner states and chunk metrics go to ``learn_d<D>.npz``;
+* ``pixels``: one learn chunk of gru with the cnn encoder on ``pixel/colour_cue`` (uint8 frames
+  in the env states, timesteps and rollout buffers) on 1 and 2 devices, to ``pixels_d<D>.npz``;
 * ``process <id> <port>``: process ``id`` of a 2-process run of ``loop``'s config (2 devices each,
   gloo CPU collectives) with its coordinator on ``localhost:<port>``, in ``<out dir>/hosts``.
 """
@@ -95,6 +97,21 @@ def learn(out: Path) -> None:
         np.savez(out / f"learn_d{n}.npz", **arrays)
 
 
+PIXELS = TINY + ["env=pixel/colour_cue", "network.cnn_channels=[4,8]", "system.epochs=2"]
+
+
+def pixels(out: Path) -> None:
+    for n in (1, 2):
+        run = build_run(run_config(PIXELS + devices(n)))
+        state, _ = run.init()
+        frames = state.timestep.observation
+        assert frames.dtype == np.uint8 and len(frames.sharding.device_set) == n, frames.sharding
+        state, metrics = run.learn(state)
+        arrays = {f"state/{k}": np.asarray(v) for k, v in to_host(pack_state(state)[0]).items()}
+        arrays.update({f"metrics/{k}": v for k, v in to_host(metrics).items()})
+        np.savez(out / f"pixels_d{n}.npz", **arrays)
+
+
 def process(out: Path, process_id: int, port: int) -> None:
     joined = [
         "distributed.enabled=true",
@@ -114,4 +131,4 @@ if __name__ == "__main__":
         process(out, int(sys.argv[3]), int(sys.argv[4]))
     else:
         assert jax.device_count() == 4, jax.devices()
-        {"loop": loop, "learn": learn}[scenario](out)
+        {"loop": loop, "learn": learn, "pixels": pixels}[scenario](out)

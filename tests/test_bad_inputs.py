@@ -88,6 +88,29 @@ BAD_INPUTS: list[tuple[list[str], str, int]] = [
     (["network.activation=swish"], "network.activation='swish' is invalid", CONFIG),
     (["+network.bogus=3"], "network.bogus=3 is invalid: not a parameter", CONFIG),
     (["network.encoder_layers=-1"], "network.encoder_layers=-1 is invalid", CONFIG),
+    # the cnn encoder and image observations (pixel/colour_cue: uint8 frames [16, 16, 3])
+    (
+        ["network.encoder=cnn"],
+        "network.encoder='cnn' is invalid: env popgym/repeat_previous has no image",
+        CONFIG,
+    ),
+    (
+        ["env=pixel/colour_cue", "network.cnn_kernels=[9,9]"],
+        "network.cnn_kernels=[9, 9] is invalid: convolution 2's 9x9 kernel is larger than the 4x4",
+        CONFIG,
+    ),
+    (
+        ["env=pixel/colour_cue", "network.cnn_strides=[2]"],
+        "network.cnn_strides=[2] is invalid: needs one entry per convolution",
+        CONFIG,
+    ),
+    (
+        ["env=pixel/colour_cue", "env.obs_augment=true"],
+        "env.obs_augment=True is invalid: env pixel/colour_cue has image observations [16, 16, 3]",
+        CONFIG,
+    ),
+    (["network.cnn_channels=[0,8]"], "network.cnn_channels=[0, 8] is invalid: must be a", CONFIG),
+    (["network.cnn_strides=2"], "network.cnn_strides=2 is invalid: must be a non-empty", CONFIG),
     # command-line overrides Hydra cannot apply
     (["env=popgym/nope"], "env=popgym/nope is invalid: choose one of ['gymnax/", CONFIG),
     (["network=foo"], "network=foo is invalid: choose one of ['deltanet', 'elman'", CONFIG),

@@ -1,6 +1,6 @@
 """Checkpoints: exact round trip of a real learner state (typed and raw keys, struct dataclasses,
-optimiser state), retention of the last k plus the best, refusal of a different config, and no
-corruption of existing checkpoints by an interrupted save."""
+optimiser state, uint8 image observations), retention of the last k plus the best, refusal of a
+different config, and no corruption of existing checkpoints by an interrupted save."""
 
 from __future__ import annotations
 
@@ -80,6 +80,22 @@ def test_round_trip_with_empty_leaves(tmp_path):
         assert step == 1
         assert_trees_identical(restored, tree)
         assert ckpt.newest_intact(template=None)[0] == 1  # reads back without a template too
+    a, _ = exp.learn(jax.tree.map(jnp.array, state))
+    b, _ = exp.learn(restored["learner"])
+    assert_trees_identical(a, b)
+
+
+def test_round_trip_with_uint8_image_observations(tmp_path):
+    """A learner state holding uint8 frames (the env's last timesteps, ``pixel/colour_cue`` with
+    the cnn encoder) comes back exactly, uint8 included, and trains on identically."""
+    cfg = run_config(TINY + ["env=pixel/colour_cue", "network.cnn_channels=[4,8]"])
+    exp = build_run(cfg)
+    state, _ = exp.learn(exp.init_state(jax.random.PRNGKey(3)))
+    assert state.timestep.observation.dtype == jnp.uint8
+    with Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg)) as ckpt:
+        assert ckpt.save(1, {"learner": state}, {"chunk": 1}, eval_return=0.5)
+        restored, _, _ = ckpt.restore({"learner": exp.init_state(jax.random.PRNGKey(0))})
+    assert_trees_identical(restored, {"learner": state})
     a, _ = exp.learn(jax.tree.map(jnp.array, state))
     b, _ = exp.learn(restored["learner"])
     assert_trees_identical(a, b)

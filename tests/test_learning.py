@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import jax
 import pytest
 from conftest import compose_config
 
@@ -105,3 +106,56 @@ def test_memoroid_count_recall_easy_above_zero_with_defaults(tmp_path):
     2M steps (with lr 2.5e-4: -0.48 +- 0.06 over 3 seeds; the memoryless mlp stays near -0.9)."""
     cfg = compose_config(["network=memoroid", "env=popgym/count_recall", "logger.progress=false"])
     assert train(cfg, tmp_path) >= 0.0
+
+
+# pixel/colour_cue (easy: the cue in the first frame, 4 grey frames, then the query) through the
+# cnn encoder: 3 seeds in one program, 32 envs x 64 steps, width 64, the env's lr (3e-3).
+PIXEL_LEARNING = [
+    "env=pixel/colour_cue",
+    "network.encoder=cnn",
+    "arch.num_seeds=3",
+    "arch.num_envs=32",
+    "system.rollout_length=64",
+    "arch.total_timesteps=49152",
+    "arch.num_evaluations=4",
+    "arch.target_return=null",
+    "network.hidden_size=64",
+    "network.embed_size=64",
+    "network.head_size=64",
+    "logger.progress=false",
+    "logger.plot=false",
+    "checkpoint.enabled=false",
+]
+
+
+def final_eval_returns(run_dir) -> list[float]:
+    """The last evaluation's mean return of each seed of a multi-seed run."""
+    records = read_jsonl(run_dir / "metrics_per_seed.jsonl")
+    last = max(r["step"] for r in records)
+    by_seed = {r["seed"]: r["eval/episode_return"] for r in records if r["step"] == last}
+    return [by_seed[seed] for seed in sorted(by_seed)]
+
+
+@pytest.fixture
+def optimised_programs():
+    """XLA's optimisations on for one test (the suite compiles without them, conftest.py):
+    unoptimised convolutions ran about 15x slower on the CPU, an hour for the pixel check below."""
+    flag = "jax_disable_most_optimizations"
+    before = jax.config.values[flag]
+    jax.config.update(flag, False)
+    yield
+    jax.config.update(flag, before)
+
+
+@pytest.mark.slow
+def test_gru_cnn_remembers_the_colour_cue_and_memoryless_cnn_does_not(tmp_path, optimised_programs):
+    """docs/learning.md, "Pixels": gru + cnn answers the cue of the first frame (final greedy
+    eval >= 0.9 for each of 3 seeds); the memoryless mlp + cnn cannot see it at the query and
+    stays near chance (1/4: mean <= 0.5)."""
+    finals = {}
+    for network in ("gru", "mlp"):
+        train(compose_config([*PIXEL_LEARNING, f"network={network}"]), tmp_path / network)
+        finals[network] = final_eval_returns(tmp_path / network)
+        print(f"{network} + cnn: final eval returns per seed {finals[network]}")
+    assert len(finals["gru"]) == 3 and min(finals["gru"]) >= 0.9, finals
+    assert sum(finals["mlp"]) / 3 <= 0.5, finals

@@ -1,7 +1,8 @@
 """Data-parallel training over devices and processes: N devices equal one device (same total
 envs and seed) within float tolerance, for gru and a memoroid, with seeds x devices; resume on the
 same device count is bit-identical; a checkpoint written on 4 devices resumes on 2; 2 processes x
-2 devices (jax.distributed, gloo CPU collectives) equal 1 process x 4 devices; bad device counts
+2 devices (jax.distributed, gloo CPU collectives) equal 1 process x 4 devices; gru with the cnn
+encoder on uint8 frames on 2 devices equals 1 device; bad device counts
 and an unreachable coordinator are refused with one line.
 
 The runs need several devices: they run in subprocesses (tests/devices_worker.py) with
@@ -178,6 +179,19 @@ def test_memoroid_with_seeds_on_2_and_4_devices_equals_1_device(tmp_path):
         assert got.keys() == want.keys()
         for name, value in want.items():
             np.testing.assert_allclose(got[name], value, rtol=RTOL, atol=ATOL, err_msg=name)
+
+
+def test_cnn_on_pixels_on_2_devices_equals_1_device(tmp_path):
+    """Image observations split over devices like vectors: the uint8 frames of the env states,
+    timesteps and buffers are sharded on their env axis, and 2 devices equal 1."""
+    run_worker("pixels", tmp_path)
+    want = dict(np.load(tmp_path / "pixels_d1.npz"))
+    assert any(v.dtype == np.uint8 and v.shape[-3:] == (16, 16, 3) for v in want.values())
+    assert float(np.abs(want["metrics/loss/total"]).max()) > 0
+    got = dict(np.load(tmp_path / "pixels_d2.npz"))
+    assert got.keys() == want.keys()
+    for name, value in want.items():
+        np.testing.assert_allclose(got[name], value, rtol=RTOL, atol=ATOL, err_msg=name)
 
 
 def test_more_devices_than_exist_is_one_line_before_compiling():

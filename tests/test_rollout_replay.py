@@ -2,7 +2,8 @@
 
 For every registered memory model, with whole sequences, with BPTT chunks and with chunks after a
 burn-in (``system.burn_in``), on an env whose episodes end mid-rollout (MemoryChain: 6 steps) so
-resets happen inside training sequences. A negative control shows the check can fail: replaying
+resets happen inside training sequences; and with image observations through the cnn encoder
+(``pixel/colour_cue``). A negative control shows the check can fail: replaying
 chunks from zeroed carries breaks it.
 """
 
@@ -70,6 +71,27 @@ def test_first_minibatch_replays_rollout(model):
     """For every case, including burn-in, the trained steps replay the rollout exactly."""
     exp = build_run(run_config(OVERRIDES + [f"network={model}"]))
     all_metrics, traj = replay_deviations(exp, jax.random.PRNGKey(0), CASES)
+    assert bool(np.asarray(traj.last).any()), "episodes must end mid-rollout"
+    for case, metrics in zip(CASES, all_metrics, strict=True):
+        assert float(metrics["loss/ratio_max_dev"]) < 1e-5, (model, case)
+        assert float(metrics["loss/value_max_dev"]) < 1e-5, (model, case)
+
+
+# Image observations through the cnn encoder: uint8 frames [16, 16, 3] in the buffers, episodes
+# of 6 steps (pixel/colour_cue, easy), so resets happen inside the sequences.
+PIXEL_OVERRIDES = [
+    *(o for o in OVERRIDES if not o.startswith("env=")),
+    "env=pixel/colour_cue",
+    "network.encoder=cnn",
+    "network.cnn_channels=[4,8]",
+]
+
+
+@pytest.mark.parametrize("model", ["gru", "memoroid", "framestack"])
+def test_first_minibatch_replays_rollout_with_cnn_on_pixels(model):
+    exp = build_run(run_config(PIXEL_OVERRIDES + [f"network={model}"]))
+    all_metrics, traj = replay_deviations(exp, jax.random.PRNGKey(0), CASES)
+    assert traj.obs.dtype == jnp.uint8 and traj.obs.shape[2:] == (16, 16, 3)
     assert bool(np.asarray(traj.last).any()), "episodes must end mid-rollout"
     for case, metrics in zip(CASES, all_metrics, strict=True):
         assert float(metrics["loss/ratio_max_dev"]) < 1e-5, (model, case)

@@ -189,6 +189,14 @@ TINY_BENCH = [
             ["3 devices", "arch.num_envs=4 is invalid: must split over 3 devices"],
         ),
         (["--networks", "gru", "--devices", "64"], ["--devices 64: this machine has"]),
+        (
+            ["--networks", "gru", "--overrides", "network.encoder=cnn"],
+            ["row gru on gymnax/CartPole-v1, 4 envs", "network.encoder='cnn' is invalid"],
+        ),
+        (
+            ["--networks", "gru", "--overrides", "network.cnn_kernels"],
+            ["row gru on gymnax/CartPole-v1, 4 envs", "network.cnn_kernels"],
+        ),
     ],
 )
 def test_benchmark_refuses_bad_rows_before_running_any(args, words, tmp_path):

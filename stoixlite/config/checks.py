@@ -1,5 +1,6 @@
 """The config's checks beyond single fields: the memory model's keyword arguments, the env's
-registration and factory, the set encoder, the budget and the device split.
+registration and factory, the encoder against the env's observation, the budget and the device
+split.
 
 Each check asks the owner of what it checks (the memory registry and its shared field bounds,
 :mod:`stoixlite.networks.memory.rules`; the env registry and the env's factory; the
@@ -142,19 +143,46 @@ def _factory_params(factory: Callable[..., Any]) -> dict[str, Any]:
 
 
 def check_encoder(errors: Errors, run: RunConfig) -> None:
-    """The set encoder needs an env with a set observation (``set_layout``); its attention
-    pooling needs ``embed_size`` divisible by the pooling heads."""
+    """The encoder against the env's observation: the set encoder needs an env with a set
+    observation (``set_layout``) and its attention pooling ``embed_size`` divisible by the
+    pooling heads; the cnn encoder needs image observations ``[H, W, C]``
+    (:func:`stoixlite.specs.image_shape`) that its convolutions fit
+    (:func:`stoixlite.networks.cnn.conv_layout_error`); and the observation augmentation, which
+    appends to a flat vector, cannot apply to images."""
     from stoixlite.envs.registry import make
     from stoixlite.networks.actor_critic import SET_POOLING_HEADS
+    from stoixlite.networks.cnn import conv_layout_error
+    from stoixlite.specs import image_shape
 
-    net = run.network
+    net, env_cfg = run.network, run.env
+    env = make(env_cfg.name, **env_cfg.factory_kwargs)
+    image = image_shape(env.observation_space)
+    if image is not None and env_cfg.obs_augment:
+        errors.add(
+            "env.obs_augment",
+            True,
+            f"env {env_cfg.name} has image observations {list(image)} and the augmentation "
+            "appends to a flat vector (use false)",
+        )
+    if net.encoder == "cnn":
+        if image is None:
+            shape = list(env.observation_space.shape)
+            errors.add(
+                "network.encoder",
+                net.encoder,
+                f"env {env_cfg.name} has no image observation (its observation is {shape}; cnn "
+                "reads [height, width, channels]: use mlp, or an image env: pixel/colour_cue)",
+            )
+        elif found := conv_layout_error(image, net.cnn_channels, net.cnn_kernels, net.cnn_strides):
+            key, allowed = found
+            errors.add(f"network.{key}", list(getattr(net, key)), allowed)
     if net.encoder != "set":
         return
-    if getattr(make(run.env.name, **run.env.factory_kwargs), "set_layout", None) is None:
+    if getattr(env, "set_layout", None) is None:
         errors.add(
             "network.encoder",
             net.encoder,
-            f"env {run.env.name} has no set observation (use mlp, or a set env: sets/card_table)",
+            f"env {env_cfg.name} has no set observation (use mlp, or a set env: sets/card_table)",
         )
     if net.set_pooling == "attention" and net.embed_size % SET_POOLING_HEADS:
         errors.add(

@@ -24,7 +24,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from stoixlite.rules import NON_NEGATIVE_INT, POSITIVE, POSITIVE_INT, Rule, choice, number_in, rule
+from stoixlite.rules import (
+    NON_NEGATIVE_INT,
+    POSITIVE,
+    POSITIVE_INT,
+    POSITIVE_INTS,
+    Rule,
+    choice,
+    number_in,
+    rule,
+)
 
 HOST_PORT = Rule(
     "must be host:port (a port number in [1, 65535]) or null",
@@ -154,11 +163,18 @@ class NetworkConfig:
     shared_memory: bool
     encoder: str = rule(choice(_encoders), default="mlp")  # set: for envs with a set_layout
     set_pooling: str = rule(choice(_set_poolings), default="deepsets")  # of the set encoder
+    # The cnn encoder's convolutions (networks/cnn.py; its DEFAULT_* are these): output channels,
+    # square kernel sides and strides, one entry per convolution.
+    cnn_channels: tuple[int, ...] = rule(POSITIVE_INTS, default=(16, 32))
+    cnn_kernels: tuple[int, ...] = rule(POSITIVE_INTS, default=(3, 3))
+    cnn_strides: tuple[int, ...] = rule(POSITIVE_INTS, default=(2, 2))
     memory: Mapping[str, Any] = field(default_factory=dict)
 
 
 # Keys of the `network` group read by the actor-critic; every other key is the memory model's.
 ACTOR_CRITIC_KEYS = tuple(f.name for f in dataclasses.fields(NetworkConfig) if f.name != "memory")
+# Keys read only by the cnn encoder (network.encoder=cnn).
+CNN_KEYS = ("cnn_channels", "cnn_kernels", "cnn_strides")
 # Memory keys checked beyond their type, by name, for every model that has them (a model's own
 
 
@@ -272,6 +288,8 @@ class RunConfig:
         out = dataclasses.asdict(self)
         network = out["network"]
         network.update(network.pop("memory"))
+        for key in CNN_KEYS:
+            network[key] = list(network[key])
         if out["logger"]["wandb"] is not None:
             out["logger"]["wandb"]["tags"] = list(out["logger"]["wandb"]["tags"])
         else:

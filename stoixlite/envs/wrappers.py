@@ -31,6 +31,7 @@ from flax import struct
 
 from stoixlite.envs.actions import clip_action, is_valid_action, raise_on_invalid
 from stoixlite.envs.types import LAST, Box, Discrete, Environment, Space, TimeStep
+from stoixlite.specs import image_shape
 
 
 def _select(cond: jax.Array, on_true: Any, on_false: Any) -> Any:
@@ -163,11 +164,19 @@ class ObsAugmentWrapper(Wrapper):
     After ``reset`` the previous action (and reward) are zeros and is_first = 1.0; after
     ``step(state, a)`` they encode ``a`` (and the step's reward) and is_first = 0.0. The previous
     reward is off by default (POPGym does not use it; RL^2-style agents do). Place this wrapper
-    *below* :class:`AutoResetWrapper` (see :func:`wrap_env`).
+    *below* :class:`AutoResetWrapper` (see :func:`wrap_env`). Image observations
+    (:func:`~stoixlite.specs.image_shape`) are refused with a ``ValueError``: appended flags have
+    no place in an image (``env.obs_augment=true`` on an image env is a config error).
     """
 
     def __init__(self, env: Environment, prev_reward: bool = False, prev_action: bool = True):
         super().__init__(env)
+        image = image_shape(env.observation_space)
+        if image is not None:
+            raise ValueError(
+                f"{env.label} has image observations {list(image)}: the observation augmentation "
+                "appends to a flat vector and does not apply to images (obs_augment=False)"
+            )
         self._prev_reward = bool(prev_reward)
         self._prev_action = bool(prev_action)
         obs_space = env.observation_space

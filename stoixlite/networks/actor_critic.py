@@ -2,9 +2,15 @@ r"""Recurrent actor-critic assembly.
 
 Data flow for one call, time-major (T steps, B environments)::
 
-    obs [T,B,F] -> encoder MLP -> memory(carry, (x, start)) -+-> actor MLP  -> policy head -> dist
-                                     |                       +-> critic MLP -> value head -> V [T,B]
-                                     +-> new carry (state after step T-1)
+    obs [T,B,...] -> encoder -> memory(carry, (x, start)) -+-> actor MLP  -> policy head -> dist
+                                 |                         +-> critic MLP -> value head -> V [T,B]
+                                 +-> new carry (state after step T-1)
+
+The observation of one step is a vector ``[F]`` or an image ``[H, W, C]``; ``uint8`` pixels are
+scaled to [0, 1] first (:func:`~stoixlite.networks.cnn.network_input`). The encoder is an MLP
+(``encoder_layers`` x ``embed_size``) on the observation flattened to ``[T, B, F]``, the
+:class:`SetEncoder` (``network.encoder=set``), or with ``network.encoder=cnn`` convolutions over
+the image (:class:`~stoixlite.networks.cnn.CNNEncoder`) followed by that same MLP.
 
 ``start [T, B]`` marks the first observation of an episode; the memory resets its state before
 consuming that step. The actor and critic MLPs (``head_layers`` x ``head_size``) are always
@@ -21,6 +27,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from stoixlite.networks.cnn import (
+    DEFAULT_CHANNELS,
+    DEFAULT_KERNELS,
+    DEFAULT_STRIDES,
+    CNNEncoder,
+    network_input,
+)
 from stoixlite.networks.dense import Dense
 from stoixlite.networks.distributions import Categorical, Gaussian
 from stoixlite.networks.memory import build_memory
@@ -102,7 +115,7 @@ class SetEncoder(nn.Module):
         )
 
 
-ENCODERS = ("mlp", "set")
+ENCODERS = ("mlp", "set", "cnn")
 SET_POOLINGS = ("deepsets", "attention")
 SET_POOLING_HEADS = 4  # heads of attention pooling; network.embed_size must be a multiple
 
@@ -152,10 +165,12 @@ def policy_head(action_space: Space) -> nn.Module:
 
 
 class MemoryTower(nn.Module):
-    """encoder -> memory: ``(carry, obs [T,B,F], start [T,B]) -> (carry, y [T,B,H])``.
+    """encoder -> memory: ``(carry, obs [T,B,*obs_shape], start [T,B]) -> (carry, y [T,B,H])``.
 
-    The encoder is an MLP, or the :class:`SetEncoder` (``encoder_type="set"``, needs
-    ``set_layout``).
+    The encoder is an MLP on the flattened observation, the :class:`SetEncoder`
+    (``encoder_type="set"``, needs ``set_layout``), or the
+    :class:`~stoixlite.networks.cnn.CNNEncoder` (``encoder_type="cnn"``: ``cnn_channels``,
+    ``cnn_kernels``, ``cnn_strides``; observations ``[T, B, H, W, C]``) followed by the MLP.
     """
 
     memory_name: str
@@ -166,8 +181,12 @@ class MemoryTower(nn.Module):
     encoder_type: str = "mlp"
     set_layout: tuple[int, int] | None = None
     set_pooling: str = "deepsets"
+    cnn_channels: tuple[int, ...] = DEFAULT_CHANNELS
+    cnn_kernels: tuple[int, ...] = DEFAULT_KERNELS
+    cnn_strides: tuple[int, ...] = DEFAULT_STRIDES
 
     def setup(self) -> None:
+        self.convolutions = None
         if self.encoder_type == "set":
             if self.set_layout is None:
                 raise ValueError("encoder='set' needs an environment with a set observation")
@@ -178,14 +197,28 @@ class MemoryTower(nn.Module):
                 self.activation,
                 self.set_pooling,
             )
-        elif self.encoder_type == "mlp":
+        elif self.encoder_type in ("mlp", "cnn"):
             self.encoder = MLP(self.embed_size, self.encoder_layers, self.activation)
+            if self.encoder_type == "cnn":
+                self.convolutions = CNNEncoder(
+                    tuple(self.cnn_channels),
+                    tuple(self.cnn_kernels),
+                    tuple(self.cnn_strides),
+                    activation_fn(self.activation),
+                )
         else:
             raise ValueError(f"unknown encoder {self.encoder_type!r}; choose one of {ENCODERS}")
         self.memory = build_memory(self.memory_name, **self.memory_kwargs)
 
+    def encode(self, obs: jax.Array) -> jax.Array:
+        """``obs [T, B, *obs_shape]`` -> the memory's input ``[T, B, E]``."""
+        x = network_input(obs)
+        if self.convolutions is not None:
+            x = self.convolutions(x)  # [T, B, H, W, C] -> [T, B, F]
+        return self.encoder(x.reshape(x.shape[:2] + (-1,)))
+
     def __call__(self, carry: Any, obs: jax.Array, start: jax.Array) -> tuple[Any, jax.Array]:
-        return self.memory(carry, (self.encoder(obs), start))
+        return self.memory(carry, (self.encode(obs), start))
 
     @nn.nowrap
     def initialize_carry(self, batch_size: int) -> Any:
@@ -196,7 +229,8 @@ class MemoryTower(nn.Module):
 class ActorCritic(nn.Module):
     """Recurrent actor-critic.
 
-    ``(carry, obs [T,B,F], start [T,B]) -> (carry, (dist, value [T,B]))``.
+    ``(carry, obs [T,B,*obs_shape], start [T,B]) -> (carry, (dist, value [T,B]))``: one step's
+    observation is a vector ``[F]`` or, for ``encoder_type="cnn"``, an image ``[H, W, C]``.
     """
 
     action_space: Space
@@ -211,6 +245,9 @@ class ActorCritic(nn.Module):
     encoder_type: str = "mlp"
     set_layout: tuple[int, int] | None = None
     set_pooling: str = "deepsets"
+    cnn_channels: tuple[int, ...] = DEFAULT_CHANNELS
+    cnn_kernels: tuple[int, ...] = DEFAULT_KERNELS
+    cnn_strides: tuple[int, ...] = DEFAULT_STRIDES
 
     def _tower(self, **kwargs: Any) -> MemoryTower:
         return MemoryTower(
@@ -222,6 +259,9 @@ class ActorCritic(nn.Module):
             self.encoder_type,
             self.set_layout,
             self.set_pooling,
+            tuple(self.cnn_channels),
+            tuple(self.cnn_kernels),
+            tuple(self.cnn_strides),
             **kwargs,
         )
 

@@ -31,10 +31,10 @@ def act(
 ) -> tuple[Any, jax.Array, dict[str, jax.Array]]:
     """One policy step for a batch of envs: ``(carry, action [N], extras)``.
 
-    Consumes ``timestep.observation [N, F]`` (the memory resets where it starts an episode) and
-    picks the distribution's mode (``greedy``, static) or a sample drawn with ``key``. ``extras``
-    holds the action's ``log_prob [N]`` and the critic's ``value [N]``. The rollout, the evaluator
-    and the reference player all act through this function.
+    Consumes ``timestep.observation [N, *obs_shape]`` (the memory resets where it starts an
+    episode) and picks the distribution's mode (``greedy``, static) or a sample drawn with
+    ``key``. ``extras`` holds the action's ``log_prob [N]`` and the critic's ``value [N]``. The
+    rollout, the evaluator and the reference player all act through this function.
     """
     start = start_flags(timestep)
     carry, (dist, value) = apply_fn(params, carry, timestep.observation[None], start[None])

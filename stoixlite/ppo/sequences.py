@@ -22,8 +22,8 @@ class SequenceBatch:
     """Training sequences, time-major ``[L, S, ...]``, each starting at ``init_carry [S, ...]``.
 
     With burn-in (``B > 0`` steps, R2D2-style), each sequence also carries the ``B`` steps that
-    precede it in the rollout (``burn_obs [B, S, F]``, ``burn_start [B, S]``) and the rollout's
-    carry before them (``burn_carry [S, ...]``). The loss replays them with the current
+    precede it in the rollout (``burn_obs [B, S, *obs_shape]``, ``burn_start [B, S]``) and the
+    rollout's carry before them (``burn_carry [S, ...]``). The loss replays them with the current
     parameters and no gradient and starts the trained part from the result, instead of from the
     stored ``init_carry``, where ``burn_valid [S]`` (false for a rollout's first chunk, which has no
     earlier steps). Without burn-in these fields are ``None``.

@@ -31,9 +31,13 @@ class LearnerState:
 
 @struct.dataclass
 class Transition:
-    """One rollout step for all envs, stacked by the rollout scan to ``[T, N, ...]``."""
+    """One rollout step for all envs, stacked by the rollout scan to ``[T, N, ...]``.
 
-    obs: jax.Array  # [N, F] input observation
+    Observations keep the env's shape and dtype (``obs_shape``: ``[F]`` for vectors,
+    ``[H, W, C]`` for images, whose ``uint8`` frames stay ``uint8``: the network scales them).
+    """
+
+    obs: jax.Array  # [N, *obs_shape] input observation
     start: jax.Array  # [N] bool: obs is the first of an episode (memory resets before it)
     action: jax.Array  # [N] (or [N, A] continuous)
     log_prob: jax.Array  # [N] behaviour log-prob
@@ -41,7 +45,7 @@ class Transition:
     reward: jax.Array  # [N]
     discount: jax.Array  # [N] 0 iff terminated
     last: jax.Array  # [N] bool: episode ended (terminated or truncated)
-    next_obs: jax.Array  # [N, F] true next observation (final one on LAST)
+    next_obs: jax.Array  # [N, *obs_shape] true next observation (final one on LAST)
     episode_return: jax.Array  # [N] return of the episode that ended (valid where last)
     episode_length: jax.Array  # [N] length of the episode that ended (valid where last)
     invalid_action: jax.Array  # [N] bool: the action was out of range (docs/envs.md)

@@ -74,6 +74,9 @@ def make_network(net: NetworkConfig, env: Environment) -> ActorCritic:
         encoder_type=net.encoder,
         set_layout=getattr(env.unwrapped, "set_layout", None),
         set_pooling=net.set_pooling,
+        cnn_channels=net.cnn_channels,
+        cnn_kernels=net.cnn_kernels,
+        cnn_strides=net.cnn_strides,
     )
 
 

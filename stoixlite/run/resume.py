@@ -27,7 +27,7 @@ import jax
 
 from stoixlite.config.parse import load_run_config, parse
 from stoixlite.config.plan import plan_run
-from stoixlite.config.schema import RunConfig
+from stoixlite.config.schema import CNN_KEYS, RunConfig
 from stoixlite.config.strict import ConfigError
 from stoixlite.run.build import Run, build_run
 from stoixlite.run.sharding import to_host
@@ -41,6 +41,9 @@ _UNFINGERPRINTED_ENV_KEYS = ("check_actions",)
 # Env keys added after checkpoints existed, with the value every older run had: left out of the
 # fingerprint at that value, so checkpoints written before the key existed still restore.
 _ADDED_ENV_KEYS = {"obs_prev_action": True}
+# Network keys read only by one encoder: left out of the fingerprint unless that encoder is chosen
+# (they change nothing else, and checkpoints written before they existed still restore).
+_ENCODER_KEYS = {"cnn": CNN_KEYS}
 
 
 def config_fingerprint(cfg: RunConfig) -> dict[str, Any]:
@@ -50,7 +53,8 @@ def config_fingerprint(cfg: RunConfig) -> dict[str, Any]:
     of the parsed config (typed values and defaults filled in, so a composed config, its parsed
     form and the saved ``config.yaml`` agree), without ``env.check_actions`` (a checked run
     resumes or evaluates an unchecked one's checkpoint) and without keys added later while they
-    hold the value older runs had (``_ADDED_ENV_KEYS``). The hash is a short sha256 of the rest.
+    hold the value older runs had (``_ADDED_ENV_KEYS``), nor the keys of an encoder the run does
+    not use (``_ENCODER_KEYS``). The hash is a short sha256 of the rest.
     """
     container: Mapping[str, Any] = cfg.to_dict()
     arch = container["arch"]
@@ -60,8 +64,12 @@ def config_fingerprint(cfg: RunConfig) -> dict[str, Any]:
         if k not in _UNFINGERPRINTED_ENV_KEYS
         and not (k in _ADDED_ENV_KEYS and v == _ADDED_ENV_KEYS[k])
     }
+    network = container["network"]
+    unread = {
+        k for encoder, keys in _ENCODER_KEYS.items() if network["encoder"] != encoder for k in keys
+    }
     fingerprint = {
-        "network": container.get("network"),
+        "network": {k: v for k, v in network.items() if k not in unread},
         "env": env,
         "arch": {k: arch.get(k, 1 if k == "num_seeds" else None) for k in _SHAPE_ARCH_KEYS},
     }

@@ -1,0 +1,251 @@
+"""Image observations through the cnn encoder (``network.encoder=cnn``).
+
+* ``CNNEncoder``: output shapes for time-major and flat batches, equal to the sizes that
+  ``conv_sizes`` predicts (and to an independent numpy convolution on one pixel); the actor-critic
+  maps ``[T, B, H, W, C]`` uint8 frames to ``[T, B]`` values with finite, non-zero gradients for
+  every parameter, reads uint8 frames as float frames / 255, and accepts the mlp encoder on images
+  (flattened frames).
+* Config: the cnn keys parse as lists, are written back as lists and left out of the checkpoint
+  fingerprint unless the cnn encoder is chosen; settings that do not fit are one line each
+  (more rows in test_config_validation.py and test_bad_inputs.py).
+* End to end: ``python -m stoixlite.rec_ppo env=pixel/colour_cue network=gru
+  network.encoder=cnn`` trains a few thousand steps, resumes from its checkpoint, and
+  ``python -m stoixlite.evaluate`` plays the saved policy.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from conftest import TINY, compose_config, run_config
+
+from stoixlite.config.parse import parse
+from stoixlite.config.strict import ConfigError
+from stoixlite.networks.actor_critic import ActorCritic
+from stoixlite.networks.cnn import CNNEncoder, conv_layout_error, conv_sizes, network_input
+from stoixlite.run.resume import config_fingerprint
+from stoixlite.specs import Discrete, image_shape
+from stoixlite.tracking.jsonl import read_jsonl
+
+PIXEL = ["env=pixel/colour_cue"]
+
+
+@pytest.mark.parametrize(
+    ("image", "channels", "kernels", "strides"),
+    [((16, 16, 3), (16, 32), (3, 3), (2, 2)), ((12, 9, 1), (4, 5, 6), (5, 3, 1), (1, 2, 1))],
+)
+def test_encoder_output_shape_is_what_conv_sizes_predicts(image, channels, kernels, strides):
+    enc = CNNEncoder(channels, kernels, strides)
+    frames = jax.random.uniform(jax.random.key(0), (3, 2, *image))
+    params = enc.init(jax.random.key(1), frames)
+    h, w = conv_sizes(image[0], image[1], kernels, strides)[-1]
+    y = enc.apply(params, frames)
+    assert y.shape == (3, 2, h * w * channels[-1])
+    assert enc.apply(params, frames[0]).shape == (2, h * w * channels[-1])  # any leading axes
+    np.testing.assert_allclose(enc.apply(params, frames[0]), y[0], rtol=1e-6, atol=1e-6)
+
+
+def test_one_convolution_equals_a_numpy_convolution():
+    """VALID padding, stride s: output pixel (i, j) sums kernel * the window at (s i, s j)."""
+    enc = CNNEncoder((2,), (3,), (2,), activation=lambda x: x)
+    frames = jax.random.normal(jax.random.key(0), (1, 7, 8, 3))
+    params = enc.init(jax.random.key(1), frames)
+    kernel = np.asarray(params["params"]["Conv_0"]["kernel"])  # [3, 3, 3, 2]
+    bias = np.asarray(params["params"]["Conv_0"]["bias"])
+    out = np.asarray(enc.apply(params, frames)).reshape(3, 3, 2)
+    x = np.asarray(frames[0])
+    for i in range(3):
+        for j in range(3):
+            window = x[2 * i : 2 * i + 3, 2 * j : 2 * j + 3]
+            want = np.einsum("hwc,hwco->o", window, kernel) + bias
+            np.testing.assert_allclose(out[i, j], want, rtol=1e-5, atol=1e-5)
+
+
+def test_conv_sizes_and_layout_errors():
+    assert conv_sizes(16, 16, (3, 3), (2, 2)) == [(7, 7), (3, 3)]
+    assert conv_sizes(84, 84, (8, 4, 3), (4, 2, 1)) == [(20, 20), (9, 9), (7, 7)]  # Nature DQN
+    assert conv_layout_error((16, 16, 3), (16, 32), (3, 3), (2, 2)) is None
+    key, why = conv_layout_error((16, 16, 3), (8, 8, 8, 8), (3, 3, 3, 3), (2, 2, 2, 2))
+    assert key == "cnn_kernels" and "convolution 4's 3x3 kernel" in why and "1x1" in why
+    assert conv_layout_error((16, 16, 3), (8,), (3, 3), (1,))[0] == "cnn_kernels"
+    assert conv_layout_error((16, 16, 3), (8,), (3,), (1, 1))[0] == "cnn_strides"
+
+
+def test_uint8_frames_are_scaled_on_device():
+    pixels = jnp.asarray([[0, 51, 255]], jnp.uint8)
+    np.testing.assert_allclose(network_input(pixels), [[0.0, 0.2, 1.0]], rtol=1e-6)
+    assert network_input(pixels).dtype == jnp.float32
+    vector = jnp.asarray([[-3.0, 7.5]], jnp.float32)
+    np.testing.assert_array_equal(network_input(vector), vector)  # floats as given
+
+
+def _actor_critic(encoder: str = "cnn", memory: str = "gru") -> ActorCritic:
+    return ActorCritic(
+        action_space=Discrete(4),
+        memory_name=memory,
+        memory_kwargs={"hidden_size": 8},
+        embed_size=8,
+        head_size=8,
+        encoder_type=encoder,
+        cnn_channels=(4, 8),
+    )
+
+
+def test_actor_critic_on_uint8_frames_has_finite_nonzero_gradients():
+    t, b = 5, 3
+    net = _actor_critic()
+    frames = jax.random.randint(jax.random.key(0), (t, b, 16, 16, 3), 0, 256).astype(jnp.uint8)
+    start = jnp.zeros((t, b), bool).at[0].set(True).at[3, 1].set(True)
+    carry = net.initialize_carry(b)
+    params = net.init(jax.random.key(1), carry, frames, start)
+    assert "convolutions" in params["params"]["actor_tower"]
+    _, (dist, value) = net.apply(params, carry, frames, start)
+    assert value.shape == (t, b) and dist.logits.shape == (t, b, 4)
+    # uint8 frames are read as float frames / 255
+    as_float = frames.astype(jnp.float32) / 255.0
+    np.testing.assert_allclose(net.apply(params, carry, as_float, start)[1][1], value, rtol=1e-6)
+
+    def loss(p):
+        _, (d, v) = net.apply(p, carry, frames, start)
+        return jnp.sum(v**2) + jnp.sum(d.logits * jnp.arange(4.0))
+
+    grads = jax.grad(loss)(params)
+    for path, g in jax.tree_util.tree_flatten_with_path(grads)[0]:
+        name = jax.tree_util.keystr(path)
+        assert np.all(np.isfinite(np.asarray(g))), name
+        assert float(jnp.abs(g).max()) > 0, name
+
+
+def test_mlp_encoder_reads_images_flattened():
+    net = _actor_critic(encoder="mlp", memory="mlp")
+    frames = jnp.ones((2, 3, 6, 6, 1), jnp.uint8)
+    carry = net.initialize_carry(3)
+    params = net.init(jax.random.key(0), carry, frames, jnp.zeros((2, 3), bool))
+    assert params["params"]["actor_tower"]["encoder"]["Dense_0"]["kernel"].shape == (36, 8)
+    assert net.apply(params, carry, frames, jnp.zeros((2, 3), bool))[1][1].shape == (2, 3)
+
+
+def test_image_shape_of_spaces():
+    from stoixlite.envs.registry import make
+
+    assert image_shape(make("pixel/colour_cue").observation_space) == (16, 16, 3)
+    assert image_shape(make("popgym/repeat_first").observation_space) is None
+    assert image_shape(Discrete(3)) is None
+
+
+def test_cnn_keys_parse_round_trip_and_stay_out_of_other_fingerprints():
+    cfg = parse(compose_config(PIXEL + ["network.cnn_channels=[8,16,16]", *_three_layers()]))
+    assert cfg.network.encoder == "cnn"  # the env's config chooses it
+    assert cfg.network.cnn_channels == (8, 16, 16)
+    saved = cfg.to_dict()
+    assert saved["network"]["cnn_channels"] == [8, 16, 16]  # plain lists in config.yaml
+    assert parse(saved) == cfg
+    assert config_fingerprint(cfg)["network"]["cnn_kernels"] == [3, 3, 3]
+    other = parse(compose_config(PIXEL + ["network.cnn_channels=[4,4]"]))
+    assert (
+        config_fingerprint(other)["hash"]
+        != config_fingerprint(parse(compose_config(PIXEL)))["hash"]
+    )
+    # Not read by the mlp encoder: not in its fingerprint, which is what it was before the keys
+    plain = [parse(compose_config(o)) for o in ([], ["network.cnn_channels=[4]"])]
+    fingerprints = [config_fingerprint(c) for c in plain]
+    assert "cnn_channels" not in fingerprints[0]["network"]
+    assert fingerprints[0]["hash"] == fingerprints[1]["hash"]
+
+
+def _three_layers() -> list[str]:
+    return ["network.cnn_kernels=[3,3,3]", "network.cnn_strides=[1,2,2]"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "start", "words"),
+    [
+        (["network.encoder=cnn"], "network.encoder='cnn' is invalid", "no image observation"),
+        (PIXEL + ["network.cnn_kernels=[3]"], "network.cnn_kernels=[3] is invalid", "one entry"),
+        (
+            PIXEL
+            + ["network.cnn_channels=[8,8,8,8]", "network.cnn_kernels=[3,3,3,3]"]
+            + ["network.cnn_strides=[2,2,2,2]"],
+            "network.cnn_kernels=[3, 3, 3, 3] is invalid",
+            "convolution 4's 3x3 kernel is larger than the 1x1 left",
+        ),
+        (PIXEL + ["network.cnn_kernels=[17,1]"], "network.cnn_kernels=[17, 1]", "16x16 frames"),
+        (PIXEL + ["network.cnn_strides=[0,1]"], "network.cnn_strides=[0, 1]", "positive"),
+        (PIXEL + ["network.cnn_channels=[]"], "network.cnn_channels=[]", "non-empty"),
+        (PIXEL + ["env.obs_augment=true"], "env.obs_augment=True is invalid", "image"),
+        (PIXEL + ["network.encoder=set"], "network.encoder='set' is invalid", "no set"),
+    ],
+)
+def test_settings_that_do_not_fit_are_one_line(overrides, start, words):
+    with pytest.raises(ConfigError) as err:
+        parse(compose_config(overrides))
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(start) and words in message, message
+
+
+def test_obs_augment_wrapper_refuses_images():
+    from stoixlite.envs.registry import make
+    from stoixlite.envs.wrappers import ObsAugmentWrapper
+
+    with pytest.raises(ValueError, match="image observations"):
+        ObsAugmentWrapper(make("pixel/colour_cue"))
+
+
+def test_cli_trains_gru_cnn_on_pixels_resumes_and_evaluates(tmp_path):
+    """The command of docs/envs.md, tiny: a few thousand steps, a resume that continues, and the
+    CLI evaluator on the saved checkpoint."""
+    run_dir = tmp_path / "run"
+    small = [o for o in TINY if not o.startswith("arch.total_timesteps")]
+    command = [sys.executable, "-m", "stoixlite.rec_ppo", *PIXEL, "network=gru"]
+    tiny = ["network.encoder=cnn", *small, "network.cnn_channels=[4,8]", "logger.plot=false"]
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}  # this checkout
+    first = command + tiny + ["arch.total_timesteps=2048", f"hydra.run.dir={run_dir}"]
+    proc = subprocess.run(first, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    records = read_jsonl(run_dir / "metrics.jsonl")
+    assert [r["step"] for r in records] == [1024, 2048]
+    for r in records:
+        assert r["loss/first_ratio_max_dev"] < 1e-5
+        assert math.isfinite(r["loss/total"]) and r["train/episode_length"] == 6.0
+        assert 0.0 <= r["eval/episode_return"] <= 1.0
+    resume = [sys.executable, "-m", "stoixlite.rec_ppo", f"resume={run_dir}"]
+    proc = subprocess.run(
+        resume + ["arch.total_timesteps=3072", "arch.num_evaluations=3"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl")] == [1024, 2048, 3072]
+    evaluate = [sys.executable, "-m", "stoixlite.evaluate", str(run_dir), "--episodes", "4"]
+    proc = subprocess.run(evaluate, cwd=tmp_path, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "checkpoint 3, 4 episodes, greedy" in proc.stdout, proc.stdout  # after chunk 3
+    mean = float(proc.stdout.strip().splitlines()[-1].split("|")[2].split("±")[0])
+    assert 0.0 <= mean <= 1.0, proc.stdout
+
+
+def test_ppo_update_with_cnn_on_pixels_keeps_uint8_in_the_buffers():
+    from stoixlite.ppo.rollout import rollout
+
+    exp = build_pixel_run(["network=gru"])
+    state = exp.init_state(jax.random.PRNGKey(0))
+    assert state.timestep.observation.dtype == jnp.uint8
+    _, traj, _ = jax.jit(lambda s: rollout(exp.network.apply, exp.env, s, 4))(state)
+    assert traj.obs.dtype == jnp.uint8 and traj.obs.shape == (4, 4, 16, 16, 3)
+    assert traj.next_obs.dtype == jnp.uint8
+
+
+def build_pixel_run(overrides: list[str]):
+    from stoixlite.run.build import build_run
+
+    return build_run(run_config(TINY + PIXEL + ["network.cnn_channels=[4,8]", *overrides]))
