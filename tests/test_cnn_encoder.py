@@ -1,7 +1,8 @@
 """Image observations through the cnn encoder (``network.encoder=cnn``).
 
 * ``CNNEncoder``: output shapes for time-major and flat batches, equal to the sizes that
-  ``conv_sizes`` predicts (and to an independent numpy convolution on one pixel); the actor-critic
+  ``conv_sizes`` predicts (and to an independent numpy convolution); the CPU's hand-written
+  gradients of ``conv2d`` equal JAX's, also inside a ``lax.scan``; the actor-critic
   maps ``[T, B, H, W, C]`` uint8 frames to ``[T, B]`` values with finite, non-zero gradients for
   every parameter, reads uint8 frames as float frames / 255, and accepts the mlp encoder on images
   (flattened frames).
@@ -30,7 +31,13 @@ from conftest import TINY, compose_config, run_config
 from stoixlite.config.parse import parse
 from stoixlite.config.strict import ConfigError
 from stoixlite.networks.actor_critic import ActorCritic
-from stoixlite.networks.cnn import CNNEncoder, conv_layout_error, conv_sizes, network_input
+from stoixlite.networks.cnn import (
+    CNNEncoder,
+    conv2d,
+    conv_layout_error,
+    conv_sizes,
+    network_input,
+)
 from stoixlite.run.resume import config_fingerprint
 from stoixlite.specs import Discrete, image_shape
 from stoixlite.tracking.jsonl import read_jsonl
@@ -58,8 +65,8 @@ def test_one_convolution_equals_a_numpy_convolution():
     enc = CNNEncoder((2,), (3,), (2,), activation=lambda x: x)
     frames = jax.random.normal(jax.random.key(0), (1, 7, 8, 3))
     params = enc.init(jax.random.key(1), frames)
-    kernel = np.asarray(params["params"]["Conv_0"]["kernel"])  # [3, 3, 3, 2]
-    bias = np.asarray(params["params"]["Conv_0"]["bias"])
+    kernel = np.asarray(params["params"]["Conv2D_0"]["kernel"])  # [3, 3, 3, 2]
+    bias = np.asarray(params["params"]["Conv2D_0"]["bias"])
     out = np.asarray(enc.apply(params, frames)).reshape(3, 3, 2)
     x = np.asarray(frames[0])
     for i in range(3):
@@ -67,6 +74,42 @@ def test_one_convolution_equals_a_numpy_convolution():
             window = x[2 * i : 2 * i + 3, 2 * j : 2 * j + 3]
             want = np.einsum("hwc,hwco->o", window, kernel) + bias
             np.testing.assert_allclose(out[i, j], want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("image", "kernel", "stride"),
+    [((9, 9, 3), 3, 1), ((16, 16, 3), 3, 2), ((12, 11, 4), 5, 2), ((13, 13, 2), 4, 3)],
+)
+def test_conv2d_gradients_equal_jax_autodiff_also_inside_a_scan(image, kernel, stride):
+    """The hand-written VJP (the CPU's) against JAX's gradient of the plain convolution, for
+    strides that skip the image's last rows (12 - 5 = 7 is odd) and not; the same inside a
+    ``lax.scan``, where training takes the gradients."""
+    x = jax.random.normal(jax.random.key(0), (2, 5, *image))  # a scan over 2 batches of 5
+    w = jax.random.normal(jax.random.key(1), (kernel, kernel, image[-1], 3))
+    h, v = conv_sizes(image[0], image[1], [kernel], [stride])[0]
+    weights = jax.random.normal(jax.random.key(2), (5, h, v, 3))
+
+    def loss(conv):
+        return lambda x, w: jnp.sum(weights * jnp.tanh(conv(x, w)))
+
+    layout = ("NHWC", "HWIO", "NHWC")
+    plain = loss(
+        lambda x, w: jax.lax.conv_general_dilated(
+            x, w, (stride, stride), "VALID", dimension_numbers=layout
+        )
+    )
+    ours = loss(lambda x, w: conv2d(x, w, stride))
+    want = jax.jit(jax.grad(plain, argnums=(0, 1)))(x[0], w)
+    got = jax.jit(jax.grad(ours, argnums=(0, 1)))(x[0], w)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+
+    def scanned(f):
+        step = jax.grad(f, argnums=(0, 1))
+        return jax.jit(lambda xs, w: jax.lax.scan(lambda c, x: (c, step(x, w)), 0, xs)[1])
+
+    for a, b in zip(scanned(ours)(x, w), scanned(plain)(x, w), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
 
 
 def test_conv_sizes_and_layout_errors():

@@ -16,16 +16,30 @@ frames), which would not fit the 16x16 frames of ``pixel/colour_cue``.
 
 Observations may stay ``uint8`` everywhere outside the network (env, rollout buffers,
 checkpoints: a quarter of float32's memory); :func:`network_input` converts them on device.
+
+The gradients of a convolution inside a loop (PPO's minibatch ``lax.scan``) ran 4-10x slower on
+XLA:CPU (JAX 0.10) than the same gradients outside a loop, which compute bit for bit what the
+form below computes, as fast: inside a loop body XLA does not arrive at that form by itself. On
+the CPU :func:`conv2d` therefore has a hand-written VJP that writes both gradients so, with
+the transposed operands materialised (:func:`~stoixlite.networks.contract.materialised`, as the
+dense layers' weight gradients): the weight gradient convolves the input (channels as batch,
+samples as features) with the output gradient (dilated by the stride), the input gradient
+convolves the output gradient (dilated by the stride, padded) with the flipped kernel. Results
+equal JAX's own gradients up to float rounding (tests/test_cnn_encoder.py); other backends keep
+JAX's (docs/benchmarks.md, "Image observations: the cnn encoder").
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import partial
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from stoixlite.networks.contract import materialised
 
 PIXEL_MAX = 255.0  # uint8 intensities 0..255 are scaled to [0, 1]
 # The default stack (network.cnn_channels, cnn_kernels, cnn_strides; see the module docstring).
@@ -90,13 +104,99 @@ def conv_layout_error(
     return None
 
 
+# Layouts of every convolution here: images [N, H, W, C], kernels [kh, kw, C_in, C_out].
+_LAYOUT = ("NHWC", "HWIO", "NHWC")
+
+
+def _convolve(
+    x: jax.Array,
+    kernel: jax.Array,
+    padding: Sequence[tuple[int, int]] = ((0, 0), (0, 0)),
+    lhs_dilation: int = 1,
+    rhs_dilation: int = 1,
+    stride: int = 1,
+) -> jax.Array:
+    return jax.lax.conv_general_dilated(
+        x,
+        kernel,
+        (stride, stride),
+        tuple(padding),
+        lhs_dilation=(lhs_dilation, lhs_dilation),
+        rhs_dilation=(rhs_dilation, rhs_dilation),
+        dimension_numbers=_LAYOUT,
+    )
+
+
+@partial(jax.custom_vjp, nondiff_argnums=(2,))
+def _conv2d_cpu(x: jax.Array, kernel: jax.Array, stride: int) -> jax.Array:
+    return _convolve(x, kernel, stride=stride)
+
+
+def _conv2d_cpu_fwd(
+    x: jax.Array, kernel: jax.Array, stride: int
+) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
+    return _convolve(x, kernel, stride=stride), (x, kernel)
+
+
+def _conv2d_cpu_bwd(
+    stride: int, saved: tuple[jax.Array, jax.Array], grad: jax.Array
+) -> tuple[jax.Array, jax.Array]:
+    """Both gradients of :func:`conv2d` as canonical convolutions (module docstring).
+
+    ``x [N, H, W, C]``, ``kernel [k, k, C, D]``, ``grad [N, h, w, D]``. Weight gradient: ``x`` as
+    ``[C, H, W, N]`` convolved with ``grad`` as a ``[h, w, N, D]`` kernel dilated by the stride
+    gives ``[C, >= k, >= k, D]`` (larger where the stride skipped the image's last rows), cut to
+    ``k`` and laid out as ``[k, k, C, D]``. Input gradient: ``grad`` dilated by the stride and
+    padded by ``k - 1`` (plus those skipped rows at the end) convolved with the kernel flipped in
+    space, its channel axes swapped (``[k, k, D, C]``)."""
+    x, kernel = saved
+    k = kernel.shape[0]
+    images = materialised(jnp.transpose(x, (3, 1, 2, 0)))
+    grads = materialised(jnp.transpose(grad, (1, 2, 0, 3)))
+    d_kernel = _convolve(images, grads, rhs_dilation=stride)[:, :k, :k, :]
+    d_kernel = jnp.transpose(d_kernel, (1, 2, 0, 3))
+    skipped = [x.shape[i] - ((grad.shape[i] - 1) * stride + k) for i in (1, 2)]
+    flipped = materialised(jnp.transpose(jnp.flip(kernel, (0, 1)), (0, 1, 3, 2)))
+    padding = [(k - 1, k - 1 + rest) for rest in skipped]
+    d_x = _convolve(grad, flipped, padding, lhs_dilation=stride)
+    return d_x, d_kernel
+
+
+_conv2d_cpu.defvjp(_conv2d_cpu_fwd, _conv2d_cpu_bwd)
+
+
+def conv2d(x: jax.Array, kernel: jax.Array, stride: int) -> jax.Array:
+    """``x [N, H, W, C]`` convolved with ``kernel [k, k, C, D]``, ``VALID`` padding, stride
+    ``stride`` -> ``[N, h, w, D]`` (:func:`conv_sizes`); on the CPU differentiated by the
+    hand-written VJP of the module docstring, elsewhere by JAX."""
+    if jax.default_backend() == "cpu":
+        return _conv2d_cpu(x, kernel, stride)
+    return _convolve(x, kernel, stride=stride)
+
+
+class Conv2D(nn.Module):
+    """One convolution of :func:`conv2d` with a bias: ``[N, H, W, C] -> [N, h, w, features]``.
+    Parameters ``kernel [size, size, C, features]`` (orthogonal(sqrt 2), as the dense layers) and
+    ``bias [features]`` (zeros), named as in ``flax.linen.Conv``."""
+
+    features: int
+    size: int
+    stride: int
+
+    @nn.compact
+    def __call__(self, x: jax.Array) -> jax.Array:
+        shape = (self.size, self.size, x.shape[-1], self.features)
+        kernel = self.param("kernel", nn.initializers.orthogonal(np.sqrt(2)), shape)
+        bias = self.param("bias", nn.initializers.zeros, (self.features,))
+        return conv2d(x, kernel, self.stride) + bias
+
+
 class CNNEncoder(nn.Module):
     """Convolutions over images: ``[..., H, W, C]`` float -> ``[..., F]`` with
     ``F = h * w * channels[-1]`` (``(h, w)``: the last of :func:`conv_sizes`).
 
     Any number of leading axes (``[T, B]`` in the actor-critic) is flattened into one batch axis
-    for the convolutions and restored after. Kernels use orthogonal(sqrt 2) initialisation and
-    zero biases, as the dense layers.
+    for the convolutions and restored after. Each layer is a :class:`Conv2D`.
     """
 
     channels: tuple[int, ...]
@@ -112,13 +212,6 @@ class CNNEncoder(nn.Module):
             )
         lead = images.shape[:-3]
         x = images.reshape((-1,) + images.shape[-3:])
-        for features, kernel, stride in zip(self.channels, self.kernels, self.strides, strict=True):
-            conv = nn.Conv(
-                features,
-                (kernel, kernel),
-                strides=(stride, stride),
-                padding="VALID",
-                kernel_init=nn.initializers.orthogonal(np.sqrt(2)),
-            )
-            x = self.activation(conv(x))
+        for features, size, stride in zip(self.channels, self.kernels, self.strides, strict=True):
+            x = self.activation(Conv2D(features, size, stride)(x))
         return x.reshape(lead + (-1,))
