@@ -155,7 +155,7 @@ def worst_valid_step(
     batch takes one step per env when every action is valid, and the candidates are stepped only
     on steps where some action of the batch is invalid (a ``lax.cond`` on the whole batch), so a
     policy that samples from the action space pays one step per step, not ``n + 1``. Results are
-    identical in every case.
+    the same in every case (up to float rounding: XLA may vectorise a batched step differently).
     """
 
     def one(state: Any, action: jax.Array) -> tuple[Any, TimeStep]:
