@@ -37,7 +37,7 @@ Invalid actions are the worst valid action at that state (the gymnax-style adapt
 
 from __future__ import annotations
 
-import importlib
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -48,18 +48,31 @@ import numpy as np
 from stoixlite.envs.gymnax_style import GymnaxStyleEnv, replace_params
 from stoixlite.envs.registry import register_env
 
-# registered variant -> (Craftax module of its no-auto-reset env class, class, constants module)
-CRAFTAX_VARIANTS: dict[str, tuple[str, str, str]] = {
-    "classic_symbolic": (
-        "craftax.craftax_classic.envs.craftax_symbolic_env",
-        "CraftaxClassicSymbolicEnvNoAutoReset",
-        "craftax.craftax_classic.constants",
-    ),
-    "symbolic": (
-        "craftax.craftax.envs.craftax_symbolic_env",
-        "CraftaxSymbolicEnvNoAutoReset",
-        "craftax.craftax.constants",
-    ),
+
+def _classic_symbolic() -> tuple[Any, Any]:
+    """Craftax-Classic's symbolic env (no auto-reset) and its ``Achievement`` enum."""
+    from craftax.craftax_classic.constants import Achievement
+    from craftax.craftax_classic.envs.craftax_symbolic_env import (
+        CraftaxClassicSymbolicEnvNoAutoReset,
+    )
+
+    return CraftaxClassicSymbolicEnvNoAutoReset(), Achievement
+
+
+def _symbolic() -> tuple[Any, Any]:
+    """Craftax's symbolic env (no auto-reset) and its ``Achievement`` enum."""
+    from craftax.craftax.constants import Achievement
+    from craftax.craftax.envs.craftax_symbolic_env import CraftaxSymbolicEnvNoAutoReset
+
+    return CraftaxSymbolicEnvNoAutoReset(), Achievement
+
+
+# registered variant -> the loader of its env and achievements. Craftax is imported on first use:
+# it loads its textures into JAX arrays on import, and the registry imports this module to list
+# the env names of every run.
+CRAFTAX_VARIANTS: dict[str, Callable[[], tuple[Any, Any]]] = {
+    "classic_symbolic": _classic_symbolic,
+    "symbolic": _symbolic,
 }
 
 _NO_TIME_LIMIT = int(np.iinfo(np.int32).max)
@@ -78,14 +91,10 @@ class CraftaxEnv(GymnaxStyleEnv):
         name = f"craftax/{variant}"
         if difficulty is not None:
             raise ValueError(f"{name} has no difficulty levels; got {difficulty!r}")
-        env_module, env_class, constants = CRAFTAX_VARIANTS[variant]
-        # Imported on first use: craftax loads its textures into JAX arrays on import, and the
-        # registry imports this module to list the env names of every run.
-        functional = getattr(importlib.import_module(env_module), env_class)()
+        functional, achievement = CRAFTAX_VARIANTS[variant]()
         params = replace_params(functional.default_params, param_overrides, name)
         super().__init__(functional, params, name, int(params.max_timesteps))
         # (name, index into the state's achievement flags), in Craftax's enum order
-        achievement = importlib.import_module(constants).Achievement
         self.achievements = tuple((a.name.lower(), int(a.value)) for a in achievement)
         self._untimed_params = params.replace(max_timesteps=_NO_TIME_LIMIT)
 
