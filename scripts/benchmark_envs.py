@@ -1,6 +1,8 @@
 """Environment-only throughput: the JAX POPGym ports vs the ``popgym`` package, in one run.
 
-For every registered env that declares a popgym reference (the ports, at one difficulty):
+For every registered env that declares a popgym reference (the ports, at one difficulty), or the
+envs named by ``--envs`` (port names, or any registered name such as ``craftax/classic_symbolic``;
+envs without a reference get the JAX column only):
 
 * **JAX**: ``num_envs`` copies (default 4096) under ``jax.vmap`` with auto-reset
   (:class:`~stoixlite.envs.wrappers.AutoResetWrapper`), uniformly random actions drawn inside the
@@ -14,6 +16,7 @@ Prints a markdown table and writes JSON (``--out``)::
 
     python scripts/benchmark_envs.py --out env_bench.json
     python scripts/benchmark_envs.py --envs repeat_previous minesweeper --num-envs 1024
+    python scripts/benchmark_envs.py --envs craftax/classic_symbolic --num-envs 64
 """
 
 from __future__ import annotations
@@ -29,13 +32,13 @@ import jax
 import jax.numpy as jnp
 
 from stoixlite.cli.args import OneLineArgumentParser, fail, output_file_error  # noqa: E402
-from stoixlite.envs.registry import available_envs, env_spec, make  # noqa: E402
+from stoixlite.envs.registry import available_envs, env_spec, make, missing_modules  # noqa: E402
 from stoixlite.envs.wrappers import ENV_AXIS, AutoResetWrapper, VmapWrapper  # noqa: E402
 from stoixlite.results.random_policy import uniform_actions  # noqa: E402
 
 
 def bench_jax(name: str, difficulty: str, num_envs: int, steps: int, repeats: int) -> dict:
-    raw = make(name, difficulty=difficulty)
+    raw = make(name, difficulty=difficulty) if env_spec(name).difficulties else make(name)
     env = VmapWrapper(AutoResetWrapper(raw, batch_axis=ENV_AXIS), num_envs)
 
     @jax.jit
@@ -111,7 +114,11 @@ def hardware() -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = OneLineArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--envs", nargs="*", help="module names (default: every popgym/* env)")
+    parser.add_argument(
+        "--envs",
+        nargs="*",
+        help="port names or registered env names (default: every popgym/* port)",
+    )
     parser.add_argument("--difficulty", default="easy", choices=["easy", "medium", "hard"])
     parser.add_argument("--num-envs", type=int, default=4096)
     parser.add_argument("--steps", type=int, default=256, help="scan length of the JAX loop")
@@ -127,16 +134,23 @@ def main(argv: list[str] | None = None) -> dict:
 
     names = [n for n in available_envs() if env_spec(n).reference is not None]  # the ports
     if args.envs:
-        ports = [n.split("/", 1)[1] for n in names]
-        unknown = [e for e in args.envs if e not in ports]
+        ports = {n.split("/", 1)[1]: n for n in names}
+        unknown = [e for e in args.envs if e not in ports and e not in available_envs()]
         if unknown:
-            parser.error(f"--envs: {unknown} are not POPGym ports; choose from {ports}")
-        names = [n for n in names if n.split("/", 1)[1] in args.envs]
+            parser.error(
+                f"--envs: {unknown} are neither POPGym ports nor registered envs; choose from "
+                f"{list(ports)} or {available_envs()}"
+            )
+        names = [ports.get(e, e) for e in args.envs]
+        missing = [f"{n} needs {m}" for n in names for m in missing_modules(n)]
+        if missing:
+            parser.error(f"--envs: {'; '.join(missing)} (not installed)")
     rows = []
     for name in names:
         row = {"env": name, "difficulty": args.difficulty, "num_envs": args.num_envs}
         row.update(bench_jax(name, args.difficulty, args.num_envs, args.steps, args.repeats))
-        row.update(bench_reference(name, args.difficulty, args.ref_steps))
+        if env_spec(name).reference is not None:
+            row.update(bench_reference(name, args.difficulty, args.ref_steps))
         row["speedup"] = row["jax_sps"] / row["popgym_sps"] if row.get("popgym_sps") else None
         rows.append(row)
         print(

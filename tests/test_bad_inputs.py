@@ -83,6 +83,15 @@ BAD_INPUTS: list[tuple[list[str], str, int]] = [
     (["env.name=popgym/nope"], "env.name='popgym/nope' is invalid: choose one of", CONFIG),
     (["env.difficulty=impossible"], "env.difficulty='impossible' is invalid", CONFIG),
     (["env=gymnax/CartPole-v1", "env.difficulty=hard"], "has no difficulty levels", CONFIG),
+    (["env=craftax/nope"], "env=craftax/nope is invalid: choose one of ['craftax/", CONFIG),
+    (["env.name=craftax/nope"], "env.name='craftax/nope' is invalid: choose one of", CONFIG),
+    (
+        ["env=gymnax/MemoryChain-bsuite", "+env.kwargs.bogus=1"],
+        "env.kwargs.bogus=1 is invalid: gymnax/MemoryChain-bsuite refuses it (unknown params "
+        "['bogus'] for gymnax/MemoryChain-bsuite; allowed: ['max_steps_in_episode', "
+        "'memory_length'",
+        CONFIG,
+    ),
     (["network.name=transformerxl"], "network.name='transformerxl' is invalid", CONFIG),
     (["network.hidden_size=0"], "network.hidden_size=0 is invalid", CONFIG),
     (["network.activation=swish"], "network.activation='swish' is invalid", CONFIG),

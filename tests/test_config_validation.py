@@ -193,6 +193,45 @@ def test_env_kwargs_are_typed_by_the_factory():
     assert run.env.kwargs["capacity"] == 4 and isinstance(run.env.kwargs["capacity"], int)
 
 
+def test_gymnax_style_kwargs_are_params_fields():
+    """A factory with ``**kwargs`` (the gymnax-style adapters) takes any key and refuses the ones
+    its env's params lack, in one line naming the key and the allowed fields."""
+    run = parse(compose_config(["env=gymnax/MemoryChain-bsuite", "+env.kwargs.memory_length=3"]))
+    assert run.env.kwargs == {"memory_length": 3}
+    with pytest.raises(ConfigError) as err:
+        parse(compose_config(["env=gymnax/CartPole-v1", "+env.kwargs.gravty=3"]))
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("env.kwargs.gravty=3 is invalid")
+    assert "unknown params ['gravty']" in message and "'gravity'" in message
+
+
+@pytest.mark.parametrize("name", ["craftax/classic_symbolic", "craftax/symbolic"])
+def test_craftax_kwargs_and_missing_extra(name, monkeypatch):
+    """Without the craftax package a craftax env is one line saying what to install; with it,
+    an unknown kwarg names itself and the allowed fields."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda m, *a: None if m == "craftax" else real(m, *a)
+    )
+    with pytest.raises(ConfigError) as err:
+        parse(compose_config([f"env={name}"]))
+    assert str(err.value) == (
+        f"env.name='{name}' is invalid: needs craftax, which is not installed "
+        "(pip install 'stoixlite[craftax]')"
+    )
+    monkeypatch.undo()
+    pytest.importorskip("craftax", reason="Craftax is an optional extra: pip install '.[craftax]'")
+    run = parse(compose_config([f"env={name}", "+env.kwargs.max_timesteps=500"]))
+    assert run.env.kwargs == {"max_timesteps": 500}
+    with pytest.raises(ConfigError) as err:
+        parse(compose_config([f"env={name}", "+env.kwargs.bogus=1"]))
+    message = str(err.value)
+    assert message.startswith(f"env.kwargs.bogus=1 is invalid: {name} refuses it (unknown params")
+    assert "'max_timesteps'" in message and "\n" not in message
+
+
 def test_resume_refuses_a_global_group_override(tmp_path):
     """``+protocol=popgym`` sets keys of several groups: on resume it is one clear error, while
     a key override still applies to the saved config."""

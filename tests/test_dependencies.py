@@ -68,9 +68,12 @@ def imported_distributions(*folders: str) -> set[str]:
 
 
 def test_the_package_imports_only_core_dependencies():
-    # popgym and gymnasium are imported lazily, by the reference feature of the `reference` extra
-    assert imported_distributions("stoixlite") - declared() <= {"popgym", "gymnasium"}
+    # popgym and gymnasium are imported lazily, by the reference feature of the `reference` extra;
+    # craftax lazily, by the craftax/* envs of the `craftax` extra
+    optional = {"popgym", "gymnasium", "craftax"}
+    assert imported_distributions("stoixlite") - declared() <= optional
     assert {"popgym", "gymnasium"} <= declared(("reference",))
+    assert {"craftax"} <= declared(("craftax",))
 
 
 def test_scripts_and_tests_import_only_declared_dependencies():

@@ -20,6 +20,7 @@ from stoixlite.envs.actions import (
     is_valid_action,
 )
 from stoixlite.envs.popgym import DIFFICULTIES
+from stoixlite.envs.registry import missing_modules
 from stoixlite.envs.types import LAST, MID, Box, Discrete
 from stoixlite.envs.wrappers import make_batched_env, wrap_env
 
@@ -36,6 +37,8 @@ def _configs() -> list[tuple[str, str | None]]:
 
 
 def _make(name: str, difficulty: str | None):
+    for module in missing_modules(name):
+        pytest.importorskip(module, reason=f"{name} needs the optional extra '.[{module}]'")
     return make(name, difficulty=difficulty) if difficulty else make(name)
 
 
@@ -312,3 +315,52 @@ def test_evaluate_plays_in_checked_mode():
         evaluate_port(run, None, 2, greedy=True, seed=0)
     message = find_invalid_action_error(info.value)
     assert message is not None and "invalid action 64 (env index (1,))" in message, info.value
+
+
+def _leaves_equal(a, b) -> None:
+    is_key = lambda x: jnp.issubdtype(x.dtype, jax.dtypes.prng_key)  # noqa: E731
+    data = lambda t: jax.tree.map(lambda x: jax.random.key_data(x) if is_key(x) else x, t)  # noqa: E731
+    for x, y in zip(jax.tree.leaves(data(a)), jax.tree.leaves(data(b)), strict=True):
+        if jnp.issubdtype(x.dtype, jnp.floating):  # batched physics may round differently
+            np.testing.assert_allclose(x, y, rtol=1e-6, atol=1e-7)
+        else:
+            np.testing.assert_array_equal(x, y)
+
+
+def scalar_conds(fn, *args) -> list[int]:
+    """The branch counts of the ``cond``s with a scalar predicate anywhere in ``fn``'s jaxpr
+    (a ``cond`` batched by ``vmap`` becomes a ``select`` and is not among them)."""
+    found: list[int] = []
+
+    def walk(jaxpr) -> None:
+        for eqn in jaxpr.eqns:
+            if eqn.primitive.name == "cond" and eqn.invars[0].aval.shape == ():
+                found.append(len(eqn.params["branches"]))
+            for value in eqn.params.values():
+                for inner in value if isinstance(value, tuple | list) else (value,):
+                    inner = getattr(inner, "jaxpr", inner)
+                    if hasattr(inner, "eqns"):
+                        walk(inner)
+
+    walk(jax.make_jaxpr(fn)(*args).jaxpr)
+    return found
+
+
+def test_worst_valid_step_is_batch_aware_under_nested_vmap():
+    """Under vmap (seeds x envs) the gymnax adapter's step equals the per-env step, with valid
+    and invalid actions in the batch, and the worst-valid sweep sits behind one cond on the whole
+    batch (a scalar predicate), not a select that computes it every step."""
+    env = make("gymnax/CartPole-v1")
+    keys = jax.random.split(jax.random.PRNGKey(3), 6).reshape(2, 3, 2)
+    states, _ = jax.vmap(jax.vmap(env.reset))(keys)
+    step = jax.jit(jax.vmap(jax.vmap(env.step)))
+    for actions in ([[0, 1, 1], [1, 0, 1]], [[0, 1, 7], [1, -1, 1]]):
+        actions = jnp.asarray(actions, jnp.int32)
+        out = step(states, actions)
+        for i in range(2):
+            for j in range(3):
+                one = jax.jit(env.step)(
+                    jax.tree.map(lambda x, i=i, j=j: x[i, j], states), actions[i, j]
+                )
+                _leaves_equal(jax.tree.map(lambda x, i=i, j=j: x[i, j], out), one)
+    assert 2 in scalar_conds(jax.vmap(jax.vmap(env.step)), states, actions)

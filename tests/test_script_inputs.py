@@ -465,7 +465,8 @@ def test_popgym_study_vmap_seeds_in_any_order(capsys):
 @pytest.mark.parametrize(
     ("args", "words"),
     [
-        (["--envs", "nope"], ["--envs: ['nope'] are not POPGym ports; choose from"]),
+        (["--envs", "nope"], ["--envs: ['nope'] are neither POPGym ports nor registered envs"]),
+        (["--envs", "craftax/nope"], ["--envs: ['craftax/nope'] are neither POPGym ports nor"]),
         (["--num-envs", "0"], ["--num-envs 0 must be at least 1"]),
         (["--repeats", "0"], ["--repeats 0 must be at least 1"]),
         (["--ref-steps", "-5"], ["--ref-steps -5 must be at least 1"]),

@@ -85,10 +85,20 @@ def network_section(errors: Errors, given: Any) -> NetworkConfig | None:
 
 def check_env(errors: Errors, env: EnvConfig) -> EnvConfig:
     """Checks of the env against its registration; returns it with ``kwargs`` typed by the
-    factory's signature."""
-    from stoixlite.envs.registry import env_spec
+    factory's signature. A factory that takes ``**kwargs`` (the gymnax-style adapters: fields of
+    the env's parameters) gets the other keys untyped and refuses the unknown ones itself."""
+    from stoixlite.envs.registry import env_spec, missing_modules
 
     spec = env_spec(env.name)
+    missing = missing_modules(env.name)
+    if missing:
+        names = ", ".join(missing)
+        errors.add(
+            "env.name",
+            env.name,
+            f"needs {names}, which is not installed (pip install 'stoixlite[{missing[0]}]')",
+        )
+        return env
     levels = spec.difficulties
     if levels and env.difficulty not in levels:
         errors.add("env.difficulty", env.difficulty, f"choose one of {list(levels)}")
@@ -102,7 +112,7 @@ def check_env(errors: Errors, env: EnvConfig) -> EnvConfig:
             True,
             "requires env.obs_augment=true (the previous reward is part of the augmentation)",
         )
-    params = _factory_params(spec.factory) if env.kwargs else {}
+    params, open_kwargs = _factory_params(spec.factory) if env.kwargs else ({}, False)
     if not isinstance(env.kwargs, Mapping):
         errors.add(
             "env.kwargs",
@@ -113,10 +123,12 @@ def check_env(errors: Errors, env: EnvConfig) -> EnvConfig:
         return env
     kwargs = {}
     for key, value in env.kwargs.items():
-        if key not in params:
+        if key in params:
+            kwargs[key] = field_value(errors, f"env.kwargs.{key}", params[key], value, None)
+        elif open_kwargs:
+            kwargs[key] = value
+        else:
             report_unknown(errors, "env.kwargs.", str(key), value, list(params))
-            continue
-        kwargs[key] = field_value(errors, f"env.kwargs.{key}", params[key], value, None)
     env = dataclasses.replace(env, kwargs=kwargs)
     if kwargs and not errors:  # values the factory itself refuses (building an env is cheap)
         from stoixlite.envs.registry import make
@@ -129,17 +141,24 @@ def check_env(errors: Errors, env: EnvConfig) -> EnvConfig:
     return env
 
 
-def _factory_params(factory: Callable[..., Any]) -> dict[str, Any]:
-    """``{parameter: annotation}`` of an env factory (a function, class or partial) other than
-    ``difficulty``; ``Any`` where it has no annotation."""
+def _factory_params(factory: Callable[..., Any]) -> tuple[dict[str, Any], bool]:
+    """``({parameter: annotation}, open)`` of an env factory (a function, class or partial): its
+    named parameters other than ``difficulty`` (``Any`` where unannotated), and whether it also
+    takes ``**kwargs``."""
     target = factory.func if isinstance(factory, functools.partial) else factory
     target = target.__init__ if inspect.isclass(target) else target
     try:
         hints = typing.get_type_hints(target)
     except (NameError, TypeError):  # unresolvable annotations: untyped
         hints = {}
-    names = inspect.signature(factory).parameters
-    return {name: hints.get(name, Any) for name in names if name not in ("difficulty", "self")}
+    parameters = inspect.signature(factory).parameters.values()
+    named = {
+        p.name: hints.get(p.name, Any)
+        for p in parameters
+        if p.name not in ("difficulty", "self")
+        and p.kind not in (inspect.Parameter.VAR_KEYWORD, inspect.Parameter.VAR_POSITIONAL)
+    }
+    return named, any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
 def check_encoder(errors: Errors, run: RunConfig) -> None:

@@ -27,6 +27,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from stoixlite.envs.batching import batch_aware
 from stoixlite.envs.types import Box, Discrete, Space, TimeStep
 
 
@@ -112,6 +113,29 @@ def find_invalid_action_error(exc: BaseException) -> str | None:
     return match.group(1).strip() if match else None
 
 
+def _safe_action(space: Space, action: jax.Array, valid: jax.Array) -> jax.Array:
+    """``action`` where valid, else any valid stand-in (a Box action clipped to the bounds)."""
+    if isinstance(space, Discrete):
+        return jnp.where(valid, action, 0).astype(jnp.int32)
+    return clip_action(space, action)
+
+
+def _worst_candidate(
+    step: Callable[[Any, jax.Array], tuple[Any, TimeStep]], space: Space, state: Any
+) -> tuple[Any, TimeStep]:
+    """Of the candidate actions (every action of a ``Discrete`` space, the all-``low`` and
+    all-``high`` corners of a ``Box``) stepped from the unbatched ``state``, the outcome with the
+    lowest reward (the first on ties)."""
+    if isinstance(space, Discrete):
+        candidates = jnp.arange(space.n, dtype=jnp.int32)
+    else:
+        corner = lambda v: jnp.broadcast_to(jnp.asarray(v, jnp.float32), space.shape)  # noqa: E731
+        candidates = jnp.stack([corner(space.low), corner(space.high)])
+    states, timesteps = jax.vmap(step, in_axes=(None, 0))(state, candidates)
+    index = jnp.argmin(timesteps.reward)
+    return jax.tree.map(lambda x: x[index], (states, timesteps))
+
+
 def worst_valid_step(
     step: Callable[[Any, jax.Array], tuple[Any, TimeStep]],
     space: Space,
@@ -123,21 +147,39 @@ def worst_valid_step(
     The candidates are every action of a ``Discrete`` space, or the all-``low`` and all-``high``
     corners of a ``Box``; each is stepped from ``state`` and the one with the lowest reward (the
     first on ties) stands in for the invalid action. Used where the env's internals are not ours
-    (the gymnax adapter): the invalid move then pays exactly the worst valid reward. Box actions
-    are clipped to the bounds first. Costs one step per candidate.
+    (the gymnax-style adapters): the invalid move then pays exactly the worst valid reward. Box
+    actions are clipped to the bounds first. ``state`` and ``action`` are one env's (unbatched).
+
+    Cost. Unbatched, a ``lax.cond`` runs one step, or one per candidate for an invalid action.
+    Under ``vmap`` (:func:`stoixlite.envs.batching.batch_aware`, nested ``vmap`` included) the
+    batch takes one step per env when every action is valid, and the candidates are stepped only
+    on steps where some action of the batch is invalid (a ``lax.cond`` on the whole batch), so a
+    policy that samples from the action space pays one step per step, not ``n + 1``. Results are
+    the same in every case (up to float rounding: XLA may vectorise a batched step differently).
     """
-    valid = is_valid_action(space, action)
-    if isinstance(space, Discrete):
-        candidates = jnp.arange(space.n, dtype=jnp.int32)
-        safe = jnp.where(valid, action, 0).astype(jnp.int32)
-    else:
-        corner = lambda v: jnp.broadcast_to(jnp.asarray(v, jnp.float32), space.shape)  # noqa: E731
-        candidates = jnp.stack([corner(space.low), corner(space.high)])
-        safe = clip_action(space, action)
 
-    def worst(_: None) -> tuple[Any, TimeStep]:
-        states, timesteps = jax.vmap(step, in_axes=(None, 0))(state, candidates)
-        index = jnp.argmin(timesteps.reward)
-        return jax.tree.map(lambda x: x[index], (states, timesteps))
+    def one(state: Any, action: jax.Array) -> tuple[Any, TimeStep]:
+        valid = is_valid_action(space, action)
+        safe = _safe_action(space, action, valid)
+        return jax.lax.cond(
+            valid,
+            lambda: step(state, safe),
+            lambda: _worst_candidate(step, space, state),
+        )
 
-    return jax.lax.cond(valid, lambda _: step(state, safe), worst, None)
+    def batch(state: Any, action: jax.Array) -> tuple[Any, TimeStep]:
+        valid = is_valid_action(space, action)  # [B]
+        safe = _safe_action(space, action, valid)
+        step_all = jax.vmap(step)
+
+        def with_worst() -> tuple[Any, TimeStep]:
+            worst = jax.vmap(lambda s: _worst_candidate(step, space, s))(state)
+            chosen = step_all(state, safe)
+            pick = lambda w, c: jnp.where(  # noqa: E731
+                valid.reshape(valid.shape + (1,) * (c.ndim - 1)), c, w
+            )
+            return jax.tree.map(pick, worst, chosen)
+
+        return jax.lax.cond(jnp.all(valid), lambda: step_all(state, safe), with_worst)
+
+    return batch_aware(one, batch)(state, action)

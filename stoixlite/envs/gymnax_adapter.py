@@ -1,4 +1,6 @@
-"""Adapter from gymnax (>= 1.0) environments to the stoixlite :class:`Environment` API.
+"""Adapter from gymnax (>= 1.0) environments to the stoixlite :class:`Environment` API: a
+:class:`~stoixlite.envs.gymnax_style.GymnaxStyleEnv` (the generic adapter of gymnax-style APIs)
+whose time limit is gymnax's ``is_truncated``.
 
 gymnax's ``env.step`` auto-resets internally (and would throw away the true final observation),
 so the adapter never calls it: it uses ``reset_env`` and ``step_env`` (no auto-reset), and the
@@ -25,8 +27,9 @@ table with clamping) and propagates NaN. The adapter clips Box actions to their 
 replaces an invalid action (out-of-range integer, NaN) by the *worst valid action* at that state:
 every valid action (every corner ``low``/``high`` of a Box) is stepped with the same key and the
 lowest-reward outcome (the first on ties) is taken
-(:func:`stoixlite.envs.actions.worst_valid_step`). Valid actions take the normal path, but under
-``vmap`` both paths are computed: a step costs ``n + 1`` gymnax steps (3 for a Box).
+(:func:`stoixlite.envs.actions.worst_valid_step`). Valid actions take the normal path; under
+``vmap`` the candidates are stepped only on steps where some action of the batch is invalid
+(``n + 1`` gymnax steps then, 3 for a Box; one otherwise).
 
 Registered names (factory kwargs are gymnax ``EnvParams`` overrides, e.g.
 ``make("gymnax/CartPole-v1", max_steps_in_episode=100)``; ``env_kwargs`` go to the gymnax
@@ -41,6 +44,22 @@ constructor, e.g. ``env_kwargs={"num_bits": 2}`` for MemoryChain):
   ``memory_length``; the episode terminates (discount 0) after ``memory_length + 1`` steps with
   reward +1 if the last action equals ``context[query]`` and -1 otherwise (0 on earlier steps).
   With one bit the query is always 0. The time limit (1000) is never reached.
+* ``gymnax/DiscountingChain-bsuite``: bsuite's discounting chain (``n_actions=5``,
+  ``mapping_seed=0``). The first action picks chain ``c``; reward ``rewards[c]`` arrives once, on
+  step ``reward_timestep[c]`` = 1, 3, 10, 30, 100; chain ``mapping_seed`` pays
+  ``optimal_return`` = 1.1, the others 1. Observation ``[c (-1 before the choice), t / 100]``.
+  100 steps, truncated (the reward of chain 4 arrives on the last step).
+* ``gymnax/MetaMaze-misc``: the meta-RL maze of Miconi et al. (2019): a 9 x 9 maze (open cells
+  between wall pillars), a goal drawn per episode; reaching it pays 10 and teleports the agent to
+  a random cell (the episode goes on, so the agent should remember where the goal was).
+  Observation ``[3 x 3 walls around the agent, one-hot previous action (4), previous reward,
+  step t]``; 200 steps, truncated (termination only if a teleport lands on the goal).
+* ``gymnax/BernoulliBandit-misc``: two arms paying 1 with probabilities ``(p, 1 - p)``,
+  ``p`` drawn from ``{0.1, 0.9}`` per episode (Wang et al. 2017). Observation ``[previous reward,
+  one-hot previous action (2), time in [-1, 1]]``; 100 pulls, truncated.
+* ``gymnax/GaussianBandit-misc``: arm 0 pays 0; arm 1 pays ``N(mu, 0.1^2)`` with ``mu ~ N(-1,
+  1)`` drawn per episode (Lange & Sprekeler 2022). Observation as the Bernoulli bandit's; 100
+  pulls, truncated.
 """
 
 from __future__ import annotations
@@ -51,13 +70,11 @@ from functools import partial
 from typing import Any
 
 import jax
-import jax.numpy as jnp
-import numpy as np
-from flax import struct
 
-from stoixlite.envs.actions import worst_valid_step
+from stoixlite.envs.gymnax_style import GymnaxState, GymnaxStyleEnv, replace_params
 from stoixlite.envs.registry import register_env
-from stoixlite.envs.types import Box, Discrete, Environment, Space, TimeStep, restart, transition
+
+__all__ = ["GYMNAX_ENVS", "GymnaxEnv", "GymnaxState"]
 
 
 @functools.cache
@@ -65,7 +82,6 @@ def _gymnax() -> types.ModuleType:
     """gymnax, imported on first use: its import (seaborn, pandas, ...) takes seconds, and the
     registry imports this module to list the env names of every run."""
     import gymnax
-    import gymnax.environments.spaces
 
     if not hasattr(gymnax.environments.environment.Environment, "is_truncated"):
         raise ImportError(
@@ -75,30 +91,7 @@ def _gymnax() -> types.ModuleType:
     return gymnax
 
 
-@struct.dataclass
-class GymnaxState:
-    env_state: Any  # the gymnax EnvState (has .time)
-    key: jax.Array
-
-
-def _bounds(value: Any) -> float | tuple[float, ...]:
-    arr = np.asarray(value, dtype=np.float64).reshape(-1)
-    return float(arr[0]) if arr.size == 1 else tuple(float(x) for x in arr)
-
-
-def _convert_space(space: Any, *, flatten: bool) -> Space:
-    gymnax_spaces = _gymnax().environments.spaces
-    if isinstance(space, gymnax_spaces.Discrete):
-        return Discrete(n=int(space.n), dtype=jnp.int32)
-    if isinstance(space, gymnax_spaces.Box):
-        shape = tuple(int(d) for d in space.shape)
-        if flatten:
-            shape = (int(np.prod(shape, dtype=np.int64)),)
-        return Box(low=_bounds(space.low), high=_bounds(space.high), shape=shape, dtype=jnp.float32)
-    raise TypeError(f"unsupported gymnax space {space!r}")
-
-
-class GymnaxEnv(Environment):
+class GymnaxEnv(GymnaxStyleEnv):
     """A gymnax env as a stoixlite :class:`Environment` (unbatched, no auto-reset).
 
     Args:
@@ -118,63 +111,32 @@ class GymnaxEnv(Environment):
         if difficulty is not None:
             raise ValueError(f"gymnax/{env_id} has no difficulty levels; got {difficulty!r}")
         env, params = _gymnax().make(env_id, **(env_kwargs or {}))
-        unknown = set(param_overrides) - set(params.__dataclass_fields__)
-        if unknown:
-            raise ValueError(
-                f"unknown params {sorted(unknown)} for gymnax/{env_id}; "
-                f"allowed: {sorted(params.__dataclass_fields__)}"
-            )
-        self._env = env
-        self._params = params.replace(**param_overrides)
+        params = replace_params(params, param_overrides, f"gymnax/{env_id}")
+        super().__init__(env, params, f"gymnax/{env_id}", int(params.max_steps_in_episode))
         self._env_id = env_id
-        self.observation_space = _convert_space(env.observation_space(self._params), flatten=True)
-        self.action_space = _convert_space(env.action_space(self._params), flatten=False)
-        self.max_episode_steps = int(self._params.max_steps_in_episode)
 
     @property
     def gymnax_env(self) -> Any:
         return self._env
 
-    @property
-    def params(self) -> Any:
-        return self._params
-
-    @property
-    def name(self) -> str:
-        return f"gymnax/{self._env_id}"
-
-    def _obs(self, obs: jax.Array) -> jax.Array:
-        return jnp.asarray(obs, jnp.float32).reshape(-1)
-
-    def reset(self, key: jax.Array) -> tuple[GymnaxState, TimeStep]:
-        key, reset_key = jax.random.split(key)
-        obs, env_state = self._env.reset_env(reset_key, self._params)
-        return GymnaxState(env_state, key), restart(self._obs(obs))
-
-    def step(self, state: GymnaxState, action: jax.Array) -> tuple[GymnaxState, TimeStep]:
-        """One gymnax step; an invalid action is the worst valid one (see module docstring)."""
-        return worst_valid_step(self._step, self.action_space, state, action)
-
-    def _step(self, state: GymnaxState, action: jax.Array) -> tuple[GymnaxState, TimeStep]:
-        key, step_key = jax.random.split(state.key)
-        obs, env_state, reward, terminated, _ = self._env.step_env(
-            step_key, state.env_state, action, self._params
-        )
-        terminated = jnp.asarray(terminated, jnp.bool_)
-        truncated = jnp.asarray(self._env.is_truncated(env_state, self._params), jnp.bool_)
-        ts = transition(
-            self._obs(obs),
-            jnp.asarray(reward, jnp.float32).reshape(()),
-            terminated,
-            truncated & ~terminated,
-        )
-        return GymnaxState(env_state, key), ts
-
-    def __repr__(self) -> str:
-        return f"GymnaxEnv({self._env_id!r})"
+    def terminated_truncated(self, env_state: Any, done: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """gymnax 1.0: ``done`` of ``step_env`` is the natural termination; the time limit is
+        ``is_truncated`` of the post-step state."""
+        return done, self._env.is_truncated(env_state, self._params)
 
 
-GYMNAX_ENVS = ("CartPole-v1", "Acrobot-v1", "MemoryChain-bsuite", "Pendulum-v1", "MountainCar-v0")
+# The gymnax envs shipped (each with configs/env/gymnax/<id>.yaml); docs/envs.md describes them.
+GYMNAX_ENVS = (
+    "CartPole-v1",
+    "Acrobot-v1",
+    "Pendulum-v1",
+    "MountainCar-v0",
+    "MemoryChain-bsuite",
+    "DiscountingChain-bsuite",
+    "MetaMaze-misc",
+    "BernoulliBandit-misc",
+    "GaussianBandit-misc",
+)
 
 for _env_id in GYMNAX_ENVS:
     register_env(f"gymnax/{_env_id}")(partial(GymnaxEnv, _env_id))

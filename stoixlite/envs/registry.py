@@ -2,7 +2,7 @@
 
 A registration declares everything the rest of stoixlite reads about an env::
 
-    @register_env("<suite>/<name>", difficulties=TABLE, reference=REFERENCE)
+    @register_env("<suite>/<name>", difficulties=TABLE, reference=REFERENCE, requires=("pkg",))
     def make_my_env(difficulty: str = "easy", **kwargs) -> Environment: ...
 
 * the name's prefix is the env's *suite* (``popgym``, ``gymnax``, ...);
@@ -10,7 +10,10 @@ A registration declares everything the rest of stoixlite reads about an env::
   the factory takes ``difficulty=``), or nothing for an env without levels (``env.difficulty``
   must then be null);
 * ``reference``: for ports, the original implementation the port reproduces (for popgym ports a
-  :class:`~stoixlite.envs.popgym.reference.PopgymReference`), read by ``evaluate --reference``.
+  :class:`~stoixlite.envs.popgym.reference.PopgymReference`), read by ``evaluate --reference``;
+* ``requires``: the modules of optional dependencies the factory imports (e.g. ``("craftax",)``,
+  installed by an extra such as ``.[craftax]``). The env is listed either way; the config check
+  refuses it in one line when a module is missing (:func:`missing_modules`), and tests skip it.
 
 Every module under ``stoixlite/envs`` is imported on first use (:class:`stoixlite.registry.
 Registry`), so a new env, or a whole new suite folder, needs only its own files and
@@ -19,6 +22,7 @@ Registry`), so a new env, or a whole new suite folder, needs only its own files 
 
 from __future__ import annotations
 
+import importlib.util
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -37,6 +41,7 @@ class EnvSpec:
     factory: EnvFactory
     difficulties: tuple[str, ...] = ()  # allowed difficulty levels (empty: none)
     reference: Any = None  # the original the env ports (suite-specific), if any
+    requires: tuple[str, ...] = ()  # modules of optional dependencies the factory imports
 
     @property
     def suite(self) -> str:
@@ -47,15 +52,19 @@ ENVS: Registry[EnvSpec] = Registry("env", ["stoixlite.envs"])
 
 
 def register_env(
-    *names: str, difficulties: Iterable[str] = (), reference: Any = None
+    *names: str,
+    difficulties: Iterable[str] = (),
+    reference: Any = None,
+    requires: Iterable[str] = (),
 ) -> Callable[[EnvFactory], EnvFactory]:
     """Decorator registering an env factory (a class or function returning an Environment)
     under ``names``, with its difficulty levels (any iterable of names, e.g. the difficulty
-    table) and its reference (see the module docstring)."""
+    table), its reference and the optional modules it requires (see the module docstring)."""
 
     def wrap(factory: EnvFactory) -> EnvFactory:
         for name in names:
-            ENVS.add(name, EnvSpec(name, factory, tuple(difficulties), reference))
+            spec = EnvSpec(name, factory, tuple(difficulties), reference, tuple(requires))
+            ENVS.add(name, spec)
         return factory
 
     return wrap
@@ -69,6 +78,13 @@ def available_envs() -> list[str]:
 def env_spec(name: str) -> EnvSpec:
     """The declaration of env ``name`` (``KeyError`` listing the choices if unknown)."""
     return ENVS.get(name)
+
+
+def missing_modules(name: str) -> list[str]:
+    """The modules env ``name`` requires that are not installed (found without importing them)."""
+    return [
+        module for module in env_spec(name).requires if importlib.util.find_spec(module) is None
+    ]
 
 
 def make(name: str, **kwargs: Any) -> Environment:

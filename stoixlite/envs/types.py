@@ -23,6 +23,11 @@ deterministic given its inputs. Specs are static attributes (``observation_space
   ``next_obs`` (the true final observation on LAST steps, equal to ``observation`` otherwise),
   ``episode_return``, ``episode_length`` (of the episode that ended, valid where LAST) and
   ``truncated`` (LAST with discount 1).
+* ``extras[EPISODE_METRICS]`` (``"episode_metrics"``, optional): a dict ``{name: float32
+  scalar}`` of statistics of the episode so far that the env itself provides (e.g. Craftax's
+  achievements unlocked), in every timestep of the env (reset and step alike) or in none. On a
+  LAST step they describe the episode that ended; the learner logs their mean over the episodes
+  finished in each update as ``train/env/<name>``.
 """
 
 from __future__ import annotations
@@ -39,7 +44,11 @@ FIRST = 0
 MID = 1
 LAST = 2
 
+# The extras key of the env-provided episode statistics (see the module docstring).
+EPISODE_METRICS = "episode_metrics"
+
 __all__ = [
+    "EPISODE_METRICS",
     "FIRST",
     "LAST",
     "MID",

@@ -30,6 +30,7 @@ import numpy as np
 from flax import struct
 
 from stoixlite.envs.actions import clip_action, is_valid_action, raise_on_invalid
+from stoixlite.envs.batching import batch_aware
 from stoixlite.envs.types import LAST, Box, Discrete, Environment, Space, TimeStep
 from stoixlite.specs import image_shape
 
@@ -242,6 +243,13 @@ class ObsAugmentWrapper(Wrapper):
 # --------------------------------------------------------------------------------------------
 
 
+def reset_pool_size(num_envs: int) -> int:
+    """How many done envs of a batch of ``num_envs`` the lazy auto-reset resets one by one (more
+    done envs on one step: every env's reset is computed). Episodes that end at different times
+    end a few at a time; envs of fixed episode length end all at once."""
+    return min(num_envs, 4 + num_envs // 32)
+
+
 @struct.dataclass
 class AutoResetState:
     env_state: Any
@@ -259,11 +267,13 @@ class AutoResetWrapper(Wrapper):
     (bool). The wrapper's own PRNG key is split on each auto-reset (kept otherwise).
 
     The reset is selected per env with ``jnp.where``, so this is vmappable. Under ``vmap`` a
-    ``where`` computes the reset of every env on every step; with ``batch_axis`` (the
-    ``axis_name`` of the enclosing ``vmap``, see :class:`VmapWrapper`) the resets are computed
-    only on steps where some env of the batch is done (a ``lax.cond`` on a ``psum`` over the
-    batch), which matters for envs with costly resets (maze generation, deck shuffles) and long
-    episodes. Both modes return identical results; ``batch_axis`` requires that enclosing vmap.
+    ``where`` computes the reset of every env on every step. With ``batch_axis`` (the
+    ``axis_name`` of the enclosing ``vmap``, see :class:`VmapWrapper`) the step sees the whole
+    batch (:func:`stoixlite.envs.batching.batch_aware`, nested ``vmap`` over seeds merged in):
+    no reset is computed on steps where no env is done, only the resets of the done envs when
+    at most :func:`reset_pool_size` of them are (gathered, reset, scattered back), and every
+    env's otherwise. That matters for envs with costly resets (maze and world generation, deck
+    shuffles). Both modes return identical results (each env's reset depends only on its key).
     """
 
     def __init__(self, env: Environment, batch_axis: str | None = None):
@@ -292,6 +302,38 @@ class AutoResetWrapper(Wrapper):
             _select(done, reset_ts.observation, observation),
         )
 
+    def _reset_done_envs(
+        self, done: jax.Array, key: jax.Array, env_state: Any, observation: jax.Array
+    ) -> tuple[Any, jax.Array, jax.Array]:
+        """:meth:`_reset_where_done` of a whole batch (a leading ``[B]`` axis on every leaf):
+        nothing when no env is done, the done envs' resets alone when at most
+        :func:`reset_pool_size` are, every env's reset otherwise."""
+        size = done.shape[0]
+        pool = reset_pool_size(size)
+        count = done.sum()
+
+        def few() -> tuple[Any, jax.Array, jax.Array]:
+            slot = jnp.arange(pool)
+            index = jnp.nonzero(done, size=pool, fill_value=0)[0]
+            read = jnp.where(slot < count, index, 0)
+            write = jnp.where(slot < count, index, size)  # out of bounds: dropped
+            new_key, reset_key = jnp.moveaxis(jax.vmap(jax.random.split)(key[read]), 1, 0)
+            reset_state, reset_ts = jax.vmap(self._env.reset)(reset_key)
+            put = lambda x, y: x.at[write].set(y, mode="drop")  # noqa: E731
+            return (
+                jax.tree.map(put, env_state, reset_state),
+                put(key, new_key),
+                put(observation, reset_ts.observation),
+            )
+
+        branches = [
+            lambda: (env_state, key, observation),
+            few,
+            lambda: jax.vmap(self._reset_where_done)(done, key, env_state, observation),
+        ]
+        which = jnp.where(count == 0, 0, jnp.where(count <= pool, 1, 2))
+        return jax.lax.switch(which, branches)
+
     def step(self, state: AutoResetState, action: jax.Array) -> tuple[AutoResetState, TimeStep]:
         env_state, ts = self._env.step(state.env_state, action)
         done = ts.step_type == LAST
@@ -299,10 +341,8 @@ class AutoResetWrapper(Wrapper):
         if self.batch_axis is None:
             env_state, key, observation = self._reset_where_done(*operands)
         else:
-            any_done = jax.lax.psum(done.astype(jnp.int32), self.batch_axis) > 0
-            env_state, key, observation = jax.lax.cond(
-                any_done, self._reset_where_done, lambda d, k, s, o: (s, k, o), *operands
-            )
+            reset = batch_aware(self._reset_where_done, self._reset_done_envs)
+            env_state, key, observation = reset(*operands)
         extras = {
             **ts.extras,
             "next_obs": ts.observation,

@@ -32,6 +32,7 @@ from stoixlite.ppo.sequences import (
     split_minibatches,
 )
 from stoixlite.ppo.types import LearnerState, PPOConfig, Transition
+from stoixlite.tracking.metrics import ENV_METRIC_PREFIX
 
 
 def make_optimizer(cfg: PPOConfig) -> optax.GradientTransformation:
@@ -48,14 +49,25 @@ def make_optimizer(cfg: PPOConfig) -> optax.GradientTransformation:
 
 def episode_metrics(traj: Transition) -> dict[str, jax.Array]:
     """Mean return/length of the episodes that ended in this rollout (NaN-free: count may be 0),
-    and the fraction of rollout steps whose action was invalid (``train/invalid_actions``)."""
+    the mean of each of the env's own episode statistics over the same episodes
+    (``train/env/<name>``, :data:`~stoixlite.tracking.metrics.ENV_METRIC_PREFIX`), and the
+    fraction of rollout steps whose action was invalid (``train/invalid_actions``)."""
     count = traj.last.sum()
     denom = jnp.maximum(count, 1)
+
+    def over_episodes(values: jax.Array) -> jax.Array:
+        return jnp.where(traj.last, values, 0).sum(dtype=jnp.float32) / denom
+
+    env_metrics = {
+        f"{ENV_METRIC_PREFIX}{name}": over_episodes(values)
+        for name, values in traj.episode_metrics.items()
+    }
     return {
-        "train/episode_return": jnp.where(traj.last, traj.episode_return, 0.0).sum() / denom,
-        "train/episode_length": jnp.where(traj.last, traj.episode_length, 0).sum() / denom,
+        "train/episode_return": over_episodes(traj.episode_return),
+        "train/episode_length": over_episodes(traj.episode_length),
         "train/episodes": count,
         "train/invalid_actions": traj.invalid_action.mean(dtype=jnp.float32),
+        **env_metrics,
     }
 
 

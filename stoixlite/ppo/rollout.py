@@ -10,7 +10,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from stoixlite.envs.types import MID, Environment, TimeStep
+from stoixlite.envs.types import EPISODE_METRICS, MID, Environment, TimeStep
 from stoixlite.ppo.types import LearnerState, Transition
 
 ApplyFn = Callable[[Any, Any, jax.Array, jax.Array], tuple[Any, tuple[Any, jax.Array]]]
@@ -65,6 +65,7 @@ def _policy_step(apply_fn: ApplyFn, env: Environment) -> Callable:
             episode_return=next_ts.extras["episode_return"],
             episode_length=next_ts.extras["episode_length"],
             invalid_action=next_ts.extras.get("invalid_action", jnp.zeros_like(next_ts.last())),
+            episode_metrics=next_ts.extras.get(EPISODE_METRICS, {}),
         )
         return (params, env_state, next_ts, mem, key), transition
 

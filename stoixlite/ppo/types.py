@@ -49,6 +49,9 @@ class Transition:
     episode_return: jax.Array  # [N] return of the episode that ended (valid where last)
     episode_length: jax.Array  # [N] length of the episode that ended (valid where last)
     invalid_action: jax.Array  # [N] bool: the action was out of range (docs/envs.md)
+    # The env's own episode statistics {name: [N]} (``extras["episode_metrics"]``, valid where
+    # last); empty for envs that provide none.
+    episode_metrics: dict[str, jax.Array] = struct.field(default_factory=dict)
 
 
 @dataclass(frozen=True)

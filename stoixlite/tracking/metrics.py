@@ -8,6 +8,9 @@ Stable metric names (documented in README):
   update of the chunk (updates in which no episode finished are skipped; NaN when none did).
   Its maximum over a run is the POPGym paper's MMER (max mean episodic return)
 * ``train/invalid_actions``: fraction of rollout steps whose action was invalid (docs/envs.md)
+* ``train/env/<name>``: the env's own episode statistics (``extras["episode_metrics"]``, e.g.
+  Craftax's ``train/env/achievements`` and ``train/env/achievement/<name>``), mean over the
+  episodes finished during the chunk, like the return
 * ``train/sps``: environment steps per second of the chunk (host wall-clock, excludes evaluation)
 * ``train/explained_variance``
 * ``loss/total``, ``loss/policy``, ``loss/value``, ``loss/entropy``, ``loss/approx_kl``,
@@ -30,15 +33,22 @@ _SUM_KEYS = ("train/episodes",)
 SEED_STD_KEYS = ("eval/episode_return", "train/episode_return")
 _WEIGHTED_KEYS = ("train/episode_return", "train/episode_length")
 BEST_UPDATE_KEY = "train/episode_return_best_update"
+# Prefix of the env-provided episode statistics (weighted by episodes like the return).
+ENV_METRIC_PREFIX = "train/env/"
+
+
+def _per_episode(key: str) -> bool:
+    """The metric is a mean over the episodes finished in an update."""
+    return key in _WEIGHTED_KEYS or key.startswith(ENV_METRIC_PREFIX)
 
 
 def summarize_chunk(stacked: dict[str, Any]) -> dict[str, float]:
     """Reduce per-update metrics ``[U]`` of one learn chunk to floats.
 
-    Episode statistics are weighted by the number of episodes finished in each update (NaN when
-    none finished); counts are summed; everything else is averaged. ``train/episode_return`` also
-    gives ``train/episode_return_best_update``, the maximum of its per-update values over the
-    updates in which an episode finished.
+    Episode statistics (return, length, ``train/env/*``) are weighted by the number of episodes
+    finished in each update (NaN when none finished); counts are summed; everything else is
+    averaged. ``train/episode_return`` also gives ``train/episode_return_best_update``, the
+    maximum of its per-update values over the updates in which an episode finished.
     """
     host = {k: np.asarray(v, dtype=np.float64) for k, v in stacked.items()}
     out: dict[str, float] = {}
@@ -46,7 +56,7 @@ def summarize_chunk(stacked: dict[str, Any]) -> dict[str, float]:
     for key, value in host.items():
         if key in _SUM_KEYS:
             out[key] = float(value.sum())
-        elif key in _WEIGHTED_KEYS and episodes is not None:
+        elif _per_episode(key) and episodes is not None:
             total = episodes.sum()
             out[key] = float((value * episodes).sum() / total) if total > 0 else math.nan
             if key == "train/episode_return":

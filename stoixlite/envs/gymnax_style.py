@@ -1,0 +1,170 @@
+"""Any env with gymnax's functional API as a stoixlite :class:`Environment`: the one adapter
+behind ``gymnax/*`` (:mod:`stoixlite.envs.gymnax_adapter`) and ``craftax/*``
+(:mod:`stoixlite.envs.craftax_adapter`), and the base class for adding such an env in one file
+(docs/envs.md, "Adding a JAX env in one file").
+
+The wrapped object (``functional``) provides, as gymnax environments do::
+
+    reset_env(key, params)                -> (obs, env_state)
+    step_env(key, env_state, action, params) -> (obs, env_state, reward, done, info)
+    observation_space(params), action_space(params)
+
+``reset_env``/``step_env`` must not auto-reset (gymnax's and Craftax's ``step`` do; the adapter
+never calls it, so the true final observation survives and the one reset happens in
+:class:`stoixlite.envs.wrappers.AutoResetWrapper`). Spaces are read by duck typing: a space with
+an ``n`` is ``Discrete(n)``; one with ``low``, ``high`` and ``shape`` is a ``Box`` (observations
+are flattened to float32 vectors; a Box action keeps its shape).
+
+What a subclass may override:
+
+* :meth:`GymnaxStyleEnv.terminated_truncated` ``(env_state, done) -> (terminated, truncated)``:
+  by default ``done`` is a termination (discount 0) and nothing truncates. An env whose ``done``
+  also fires on a time limit must split it: the time limit is a truncation (discount 1, the
+  value of the final observation is bootstrapped); when both happen on one step termination wins.
+* :meth:`GymnaxStyleEnv.episode_metrics` ``(env_state) -> {name: float32 scalar}``: statistics
+  of the episode so far (e.g. achievements unlocked). When non-empty, every timestep carries them
+  as ``extras["episode_metrics"]``; on a LAST step they describe the episode that ended, and the
+  learner logs their mean over the episodes finished in each update as ``train/env/<name>``
+  (docs/configuration.md, metrics).
+
+The adapter state holds the wrapped env's state and its own PRNG key, split on every step (the
+subkey goes to ``step_env``). Invalid actions (out-of-range integers, NaN) are the worst valid
+action at that state (:func:`stoixlite.envs.actions.worst_valid_step`; Box actions are clipped).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import struct
+
+from stoixlite.envs.actions import worst_valid_step
+from stoixlite.envs.types import (
+    EPISODE_METRICS,
+    Box,
+    Discrete,
+    Environment,
+    Space,
+    TimeStep,
+    restart,
+    transition,
+)
+
+
+@struct.dataclass
+class GymnaxState:
+    """State of a gymnax-style env: the wrapped env's state (``env_state``; a gymnax ``EnvState``
+    has ``.time``) and the adapter's PRNG key."""
+
+    env_state: Any
+    key: jax.Array
+
+
+def _bounds(value: Any) -> float | tuple[float, ...]:
+    arr = np.asarray(value, dtype=np.float64).reshape(-1)
+    return float(arr[0]) if arr.size == 1 else tuple(float(x) for x in arr)
+
+
+def convert_space(space: Any, *, flatten: bool) -> Space:
+    """A gymnax-style space as a stoixlite :class:`Discrete` (it has ``n``) or :class:`Box` (it
+    has ``low``, ``high``, ``shape``; ``flatten`` makes the shape ``(prod(shape),)``)."""
+    if hasattr(space, "n"):
+        return Discrete(n=int(space.n), dtype=jnp.int32)
+    if all(hasattr(space, field) for field in ("low", "high", "shape")):
+        shape = tuple(int(d) for d in space.shape)
+        if flatten:
+            shape = (int(np.prod(shape, dtype=np.int64)),)
+        return Box(low=_bounds(space.low), high=_bounds(space.high), shape=shape, dtype=jnp.float32)
+    raise TypeError(f"unsupported space {space!r}: need Discrete (n) or Box (low, high, shape)")
+
+
+def replace_params(params: Any, overrides: dict[str, Any], env_name: str) -> Any:
+    """``params`` (a dataclass, e.g. gymnax's ``EnvParams``) with ``overrides`` replaced;
+    ``ValueError`` naming the unknown keys and the allowed ones."""
+    allowed = sorted(params.__dataclass_fields__)
+    unknown = sorted(set(overrides) - set(allowed))
+    if unknown:
+        raise ValueError(f"unknown params {unknown} for {env_name}; allowed: {allowed}")
+    return params.replace(**overrides)
+
+
+class GymnaxStyleEnv(Environment):
+    """A gymnax-style env as a stoixlite :class:`Environment` (unbatched, no auto-reset).
+
+    Args:
+        functional: the env object (``reset_env``, ``step_env``, spaces; see module docstring).
+        params: its parameters, passed to every call.
+        name: the registered name (``suite/env``), used in messages.
+        max_episode_steps: the time limit, if any (informative: the contract test checks that
+            no episode runs past it; the evaluator caps its episodes there).
+    """
+
+    def __init__(
+        self, functional: Any, params: Any, name: str, max_episode_steps: int | None = None
+    ):
+        self._env = functional
+        self._params = params
+        self._name = name
+        self.observation_space = convert_space(functional.observation_space(params), flatten=True)
+        self.action_space = convert_space(functional.action_space(params), flatten=False)
+        self.max_episode_steps = max_episode_steps
+
+    @property
+    def params(self) -> Any:
+        return self._params
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    def terminated_truncated(self, env_state: Any, done: jax.Array) -> tuple[jax.Array, jax.Array]:
+        """``(terminated, truncated)`` (bool scalars) of a step that ended in ``env_state`` with
+        the wrapped env's ``done``. Default: ``done`` terminates, nothing truncates."""
+        del env_state
+        return jnp.asarray(done, jnp.bool_), jnp.asarray(False)
+
+    def episode_metrics(self, env_state: Any) -> dict[str, jax.Array]:
+        """Statistics of the episode so far, ``{name: float32 scalar}``, read from ``env_state``
+        (valid for the episode that ended on a LAST step). Default: none."""
+        del env_state
+        return {}
+
+    def _extras(self, env_state: Any) -> dict[str, Any]:
+        metrics = self.episode_metrics(env_state)
+        if not metrics:
+            return {}
+        return {EPISODE_METRICS: {k: jnp.asarray(v, jnp.float32) for k, v in metrics.items()}}
+
+    def _obs(self, obs: jax.Array) -> jax.Array:
+        return jnp.asarray(obs, jnp.float32).reshape(-1)
+
+    def reset(self, key: jax.Array) -> tuple[GymnaxState, TimeStep]:
+        key, reset_key = jax.random.split(key)
+        obs, env_state = self._env.reset_env(reset_key, self._params)
+        return GymnaxState(env_state, key), restart(self._obs(obs), self._extras(env_state))
+
+    def step(self, state: GymnaxState, action: jax.Array) -> tuple[GymnaxState, TimeStep]:
+        """One step; an invalid action is the worst valid one (see module docstring)."""
+        return worst_valid_step(self._step, self.action_space, state, action)
+
+    def _step(self, state: GymnaxState, action: jax.Array) -> tuple[GymnaxState, TimeStep]:
+        key, step_key = jax.random.split(state.key)
+        obs, env_state, reward, done, _ = self._env.step_env(
+            step_key, state.env_state, action, self._params
+        )
+        terminated, truncated = self.terminated_truncated(env_state, done)
+        terminated = jnp.asarray(terminated, jnp.bool_)
+        ts = transition(
+            self._obs(obs),
+            jnp.asarray(reward, jnp.float32).reshape(()),
+            terminated,
+            jnp.asarray(truncated, jnp.bool_) & ~terminated,
+            self._extras(env_state),
+        )
+        return GymnaxState(env_state, key), ts
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._name!r})"

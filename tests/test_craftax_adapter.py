@@ -1,0 +1,101 @@
+"""Craftax through the gymnax-style adapter (``stoixlite.envs.craftax_adapter``), checked against
+Craftax's own ``step_env``: the same observations and rewards from the same keys, the time limit
+as a truncation and death as a termination, and the episode metrics equal to the achievements
+Craftax itself reports in ``info`` when an episode ends. The env contract and the invalid-action
+policy are checked for every registered env by test_env_contract.py and test_invalid_actions.py.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+pytest.importorskip("craftax", reason="Craftax is an optional extra: pip install '.[craftax]'")
+
+from stoixlite.envs import LAST, make, wrap_env  # noqa: E402
+from stoixlite.envs.craftax_adapter import CRAFTAX_VARIANTS, CraftaxEnv  # noqa: E402
+from stoixlite.envs.types import EPISODE_METRICS  # noqa: E402
+
+CLASSIC = "craftax/classic_symbolic"
+
+
+@pytest.mark.parametrize(
+    "variant,obs,actions,limit,achievements",
+    [("classic_symbolic", 1345, 17, 10_000, 22), ("symbolic", 8268, 43, 100_000, 67)],
+)
+def test_registered_variants(variant, obs, actions, limit, achievements):
+    assert set(CRAFTAX_VARIANTS) == {"classic_symbolic", "symbolic"}
+    env = make(f"craftax/{variant}")
+    assert isinstance(env, CraftaxEnv) and env.name == f"craftax/{variant}"
+    assert env.observation_space.shape == (obs,) and env.action_space.n == actions
+    assert env.max_episode_steps == limit and len(env.achievements) == achievements
+    assert [index for _, index in env.achievements] == list(range(achievements))
+
+
+def test_bad_factory_kwargs_raise():
+    with pytest.raises(ValueError, match=r"unknown params \[.bogus.\] for craftax/classic"):
+        make(CLASSIC, bogus=1)
+    with pytest.raises(ValueError, match="no difficulty levels"):
+        make(CLASSIC, difficulty="easy")
+    assert make(CLASSIC, max_timesteps=50).max_episode_steps == 50
+
+
+def _replay(limit: int, steps: int, seed: int = 0):
+    """Random actions through the adapter (wrapped) and through Craftax's ``step_env`` with the
+    adapter's step keys; returns both sides' per-step records."""
+    raw = make(CLASSIC, max_timesteps=limit)
+    env = wrap_env(raw, obs_augment=False)
+    functional, params = raw._env, raw.params
+    actions = jax.random.randint(jax.random.PRNGKey(seed + 1), (steps,), 0, 17)
+
+    @jax.jit
+    def run():
+        state, ts = env.reset(jax.random.PRNGKey(seed))
+        inner = state.env_state.env_state  # EpisodeStats -> AutoReset -> adapter state
+
+        def body(carry, action):
+            state, inner = carry
+            # Craftax's own step from the adapter's state, with the adapter's step key
+            step_key = jax.random.split(inner.key)[1]
+            obs, _, reward, done, info = functional.step_env(
+                step_key, inner.env_state, action, params
+            )
+            state, ts = env.step(state, action)
+            inner = state.env_state.env_state
+            return (state, inner), (ts, obs, reward, done, info)
+
+        return ts, jax.lax.scan(body, (state, inner), actions)[1]
+
+    return raw, run()
+
+
+def test_replays_craftax_and_truncates_at_the_time_limit():
+    raw, (first, (ts, obs, reward, done, info)) = _replay(limit=30, steps=70)
+    assert first.extras[EPISODE_METRICS]["achievements"] == 0.0
+    last = np.asarray(ts.step_type) == LAST
+    np.testing.assert_array_equal(last, np.asarray(done))
+    np.testing.assert_array_equal(np.flatnonzero(last), [29, 59])  # no death in 30 random steps
+    np.testing.assert_array_equal(ts.reward, reward)
+    np.testing.assert_array_equal(ts.extras["next_obs"], obs)  # the true final observation too
+    # the time limit bootstraps (Craftax's own discount would be 0 there)
+    np.testing.assert_array_equal(np.asarray(ts.discount)[last], 1.0)
+    assert np.asarray(ts.extras["truncated"])[last].all()
+    # Craftax reports the achievements of an ended episode in info (x 100)
+    for name, _ in raw.achievements:
+        got = np.asarray(ts.extras[EPISODE_METRICS][f"achievement/{name}"])[last]
+        np.testing.assert_array_equal(got * 100.0, np.asarray(info[f"Achievements/{name}"])[last])
+    total = np.asarray(ts.extras[EPISODE_METRICS]["achievements"])[last]
+    counted = sum(np.asarray(info[f"Achievements/{n}"])[last] for n, _ in raw.achievements)
+    np.testing.assert_array_equal(total * 100.0, counted)
+    assert total.max() >= 1  # random play unlocks something in 30 steps (e.g. collect_sapling)
+
+
+def test_death_is_a_termination_and_wins_over_the_time_limit():
+    for limit in (1000, 1):
+        raw = make(CLASSIC, max_timesteps=limit)
+        state, _ = raw.reset(jax.random.PRNGKey(0))
+        dying = state.replace(env_state=state.env_state.replace(player_health=0))
+        _, ts = jax.jit(raw.step)(dying, jnp.int32(0))
+        assert int(ts.step_type) == LAST and float(ts.discount) == 0.0, limit
