@@ -31,7 +31,7 @@ def test_registered_variants(variant, obs, actions, limit, achievements):
     assert isinstance(env, CraftaxEnv) and env.name == f"craftax/{variant}"
     assert env.observation_space.shape == (obs,) and env.action_space.n == actions
     assert env.max_episode_steps == limit and len(env.achievements) == achievements
-    assert [index for _, index in env.achievements] == list(range(achievements))
+    assert sorted(index for _, index in env.achievements) == list(range(achievements))
 
 
 def test_bad_factory_kwargs_raise():
@@ -72,16 +72,20 @@ def _replay(limit: int, steps: int, seed: int = 0):
 
 
 def test_replays_craftax_and_truncates_at_the_time_limit():
-    raw, (first, (ts, obs, reward, done, info)) = _replay(limit=30, steps=70)
+    raw, (first, (ts, obs, reward, done, info)) = _replay(limit=30, steps=300)
     assert first.extras[EPISODE_METRICS]["achievements"] == 0.0
     last = np.asarray(ts.step_type) == LAST
     np.testing.assert_array_equal(last, np.asarray(done))
-    np.testing.assert_array_equal(np.flatnonzero(last), [29, 59])  # no death in 30 random steps
+    assert last.sum() >= 10  # every episode ends by step 30
+    lengths = np.asarray(ts.extras["episode_length"])[last]
+    assert (lengths <= 30).all() and (lengths == 30).any()
+    # ended at the limit: truncated (discount 1); earlier: died (discount 0)
+    np.testing.assert_array_equal(np.asarray(ts.extras["truncated"])[last], lengths == 30)
+    np.testing.assert_array_equal(np.asarray(ts.discount)[last], (lengths == 30).astype(float))
     np.testing.assert_array_equal(ts.reward, reward)
-    np.testing.assert_array_equal(ts.extras["next_obs"], obs)  # the true final observation too
-    # the time limit bootstraps (Craftax's own discount would be 0 there)
-    np.testing.assert_array_equal(np.asarray(ts.discount)[last], 1.0)
-    assert np.asarray(ts.extras["truncated"])[last].all()
+    # the true final observation too; the light level (a cosine of the time) may differ by an
+    # ulp between the two programs' fusions
+    np.testing.assert_allclose(ts.extras["next_obs"], obs, rtol=0, atol=1e-6)
     # Craftax reports the achievements of an ended episode in info (x 100)
     for name, _ in raw.achievements:
         got = np.asarray(ts.extras[EPISODE_METRICS][f"achievement/{name}"])[last]
@@ -89,7 +93,7 @@ def test_replays_craftax_and_truncates_at_the_time_limit():
     total = np.asarray(ts.extras[EPISODE_METRICS]["achievements"])[last]
     counted = sum(np.asarray(info[f"Achievements/{n}"])[last] for n, _ in raw.achievements)
     np.testing.assert_array_equal(total * 100.0, counted)
-    assert total.max() >= 1  # random play unlocks something in 30 steps (e.g. collect_sapling)
+    assert total.max() >= 1  # random play unlocks something in some episode (collect_wood, ...)
 
 
 def test_death_is_a_termination_and_wins_over_the_time_limit():

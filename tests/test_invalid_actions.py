@@ -28,11 +28,14 @@ INT32_MAX = np.iinfo(np.int32).max
 INT32_MIN = np.iinfo(np.int32).min
 
 
-def _configs() -> list[tuple[str, str | None]]:
-    out: list[tuple[str, str | None]] = []
+def _configs() -> list:
+    """(name, difficulty) of every env at every level; full Craftax marked slow (its probe
+    compiles for about 3 minutes on a 2-core CPU; Craftax-Classic covers the same adapter)."""
+    out: list = []
     for name in available_envs():
         levels = DIFFICULTIES if name.startswith("popgym/") else (None,)
-        out += [(name, level) for level in levels]
+        marks = [pytest.mark.slow] if name == "craftax/symbolic" else []
+        out += [pytest.param(name, level, marks=marks) for level in levels]
     return out
 
 
