@@ -34,6 +34,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -243,6 +244,7 @@ def train(args) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C stops, even if ignored
     argv = sys.argv[1:] if argv is None else list(argv)
     overrides = argv[argv.index("--") + 1 :] if "--" in argv else []
     argv = argv[: argv.index("--")] if "--" in argv else argv

@@ -30,6 +30,7 @@ import logging
 import math
 import os
 import shutil
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -255,6 +256,9 @@ def cli(argv: list[str] | None = None) -> None:
     from stoixlite.cli.overrides import override_error, resume_in_place
 
     global _EXISTED
+    # Ctrl-C means stop, also where the process was started with SIGINT ignored (a background
+    # job of a script, some test harnesses): compiling is interrupted, training saves and stops.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     argv = sys.argv[1:] if argv is None else argv
     error = override_error(argv, CONFIG_DIR)
     _EXISTED = _existing_paths([*argv, *resume_in_place(argv)]) if error is None else None

@@ -121,7 +121,7 @@ BAD_INPUTS: list[tuple[list[str], str, int]] = [
     (["network.cnn_channels=[0,8]"], "network.cnn_channels=[0, 8] is invalid: must be a", CONFIG),
     (["network.cnn_strides=2"], "network.cnn_strides=2 is invalid: must be a non-empty", CONFIG),
     # command-line overrides Hydra cannot apply
-    (["env=popgym/nope"], "env=popgym/nope is invalid: choose one of ['gymnax/", CONFIG),
+    (["env=popgym/nope"], "env=popgym/nope is invalid: choose one of ['", CONFIG),
     (["network=foo"], "network=foo is invalid: choose one of ['deltanet', 'elman'", CONFIG),
     (["system=nope"], "system=nope is invalid: choose one of ['rec_ppo']", CONFIG),
     (["logger=nope"], "logger=nope is invalid: choose one of ['default', 'wandb']", CONFIG),
