@@ -23,13 +23,19 @@ CLASSIC = "craftax/classic_symbolic"
 
 @pytest.mark.parametrize(
     "variant,obs,actions,limit,achievements",
-    [("classic_symbolic", 1345, 17, 10_000, 22), ("symbolic", 8268, 43, 100_000, 67)],
+    [
+        ("classic_symbolic", (1345,), 17, 10_000, 22),
+        ("symbolic", (8268,), 43, 100_000, 67),
+        ("classic_pixels", (63, 63, 3), 17, 10_000, 22),
+        ("pixels", (130, 110, 3), 43, 100_000, 67),
+    ],
 )
 def test_registered_variants(variant, obs, actions, limit, achievements):
-    assert set(CRAFTAX_VARIANTS) == {"classic_symbolic", "symbolic"}
+    assert set(CRAFTAX_VARIANTS) == {"classic_symbolic", "symbolic", "classic_pixels", "pixels"}
     env = make(f"craftax/{variant}")
     assert isinstance(env, CraftaxEnv) and env.name == f"craftax/{variant}"
-    assert env.observation_space.shape == (obs,) and env.action_space.n == actions
+    assert env.observation_space.shape == obs and env.action_space.n == actions
+    assert env.observation_space.dtype == jnp.float32  # symbolic vectors, pixel images in [0, 1]
     assert env.max_episode_steps == limit and len(env.achievements) == achievements
     assert sorted(index for _, index in env.achievements) == list(range(achievements))
 

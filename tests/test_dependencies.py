@@ -25,6 +25,9 @@ NOT_IMPORTED = {
     "hydra-optuna-sweeper": "a Hydra plugin (hydra/sweeper=ppo_optuna)",
     "pytest-xdist": "a pytest plugin (-n 2 in pyproject's addopts)",
     "ruff": "a command-line tool",
+    "dm-pix": "popgym-arcade imports it (popgym-arcade goes in with --no-deps, docs/envs.md)",
+    "jaxtyping": "popgym-arcade imports it (likewise)",
+    "chex": "popgym-arcade imports it (likewise)",
 }
 
 

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from slow_envs import SLOW_ENVS
 
 from stoixlite.envs.registry import available_envs, env_spec, make, missing_modules
 from stoixlite.envs.types import FIRST, LAST, MID
@@ -26,10 +27,11 @@ ENVS = [name for name in available_envs() if env_spec(name).suite != "popgym"]
 NUM_ENVS = 3
 # Time limits of the batched-stack test for envs whose own limit is too long to step through
 # on a CPU (Craftax: 10,000 and 100,000 steps); the limit is the same code path at any length.
-SHORT_LIMITS = {"craftax/classic_symbolic": 40, "craftax/symbolic": 40}
-# Envs whose compilation alone takes minutes on a 2-core CPU (full Craftax: 56-92 s per test
-# here, 2026-11-26): checked by `pytest -m slow`; Craftax-Classic covers the same adapter.
-SLOW = {"craftax/symbolic"}
+SHORT_LIMITS = {
+    f"craftax/{v}": 40 for v in ("classic_symbolic", "symbolic", "classic_pixels", "pixels")
+}
+# Envs whose compilation alone takes minutes on a 2-core CPU: checked by `pytest -m slow`.
+SLOW = SLOW_ENVS
 
 
 def cases(names: list[str]) -> list:

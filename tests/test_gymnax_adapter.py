@@ -253,3 +253,31 @@ def run_in_checkout(code: str) -> None:
         [sys.executable, "-c", code], env=checkout, capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_stable_gymnax_beside_gymnax_is_refused_in_one_line_with_the_fix(monkeypatch):
+    """``stable-gymnax`` (popgym-arcade's dependency) installs a module also named ``gymnax``: an
+    install holding both distributions has one's files over the other's, so gymnax envs (and the
+    arcade, which runs on gymnax >= 1.0) refuse to load instead of running on the wrong code."""
+    import importlib.metadata
+
+    from stoixlite.envs import gymnax_adapter
+
+    real = importlib.metadata.distribution
+
+    def distribution(name: str):
+        if name == "stable-gymnax":
+            return real("gymnax")  # any installed distribution: "it is installed"
+        return real(name)
+
+    monkeypatch.setattr(importlib.metadata, "distribution", distribution)
+    gymnax_adapter.load_gymnax.cache_clear()
+    try:
+        with pytest.raises(ImportError, match="stable-gymnax is installed") as error:
+            make("gymnax/CartPole-v1")
+        assert "\n" not in str(error.value)
+        assert gymnax_adapter.STABLE_GYMNAX_FIX in str(error.value)
+    finally:
+        gymnax_adapter.load_gymnax.cache_clear()
+    monkeypatch.undo()
+    assert make("gymnax/CartPole-v1").name == "gymnax/CartPole-v1"

@@ -74,8 +74,8 @@ class Coins(GymnaxStyleEnv):
         params = replace_params(CoinParams(), overrides, "toy/coins")
         super().__init__(CoinGame(), params, "toy/coins", params.max_steps)
 
-    def terminated_truncated(self, env_state, done):
-        del done  # it holds both ends; the state tells them apart
+    def terminated_truncated(self, env_state, done, info):
+        del done, info  # done holds both ends; the state tells them apart
         return env_state.trapped, env_state.time >= self.params.max_steps
 
     def episode_metrics(self, env_state):

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from slow_envs import SLOW_ENVS
 
 from stoixlite.envs import available_envs, make
 from stoixlite.envs.actions import (
@@ -29,12 +30,12 @@ INT32_MIN = np.iinfo(np.int32).min
 
 
 def _configs() -> list:
-    """(name, difficulty) of every env at every level; full Craftax marked slow (its probe
-    compiles for about 3 minutes on a 2-core CPU; Craftax-Classic covers the same adapter)."""
+    """(name, difficulty) of every env at every level; the envs of :data:`SLOW_ENVS` marked slow
+    (full Craftax's probe compiles for about 3 minutes on a 2-core CPU)."""
     out: list = []
     for name in available_envs():
         levels = DIFFICULTIES if name.startswith("popgym/") else (None,)
-        marks = [pytest.mark.slow] if name == "craftax/symbolic" else []
+        marks = [pytest.mark.slow] if name in SLOW_ENVS else []
         out += [pytest.param(name, level, marks=marks) for level in levels]
     return out
 

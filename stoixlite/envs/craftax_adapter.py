@@ -8,13 +8,17 @@ one line until it is installed):
   float32 in [0, 1] (a 7 x 9 local map of 17 block and 4 mob channels, then inventory,
   intrinsics, light, sleep and direction), 17 actions, 22 achievements, time limit 10,000 steps;
 * ``craftax/symbolic``: Craftax: observation ``[8268]``, 43 actions, 67 achievements, time limit
-  100,000 steps.
+  100,000 steps;
+
+* ``craftax/classic_pixels``: Craftax-Classic with pixel observations, float32 images
+  ``[63, 63, 3]`` in [0, 1] (the 7 x 9 block view and the inventory rows drawn at 7 pixels a
+  block), for ``network.encoder=cnn``; actions, achievements and time limit as classic_symbolic;
+* ``craftax/pixels``: Craftax with pixel observations, ``[130, 110, 3]`` (9 x 11 blocks and 4
+  inventory rows at 10 pixels), as ``craftax/symbolic`` otherwise.
 
 Factory kwargs replace fields of Craftax's ``EnvParams`` (e.g. ``make("craftax/classic_symbolic",
 max_timesteps=1000)``; ``env.kwargs.max_timesteps=1000`` in a config); an unknown field raises
-``ValueError`` naming it and the allowed ones. The pixel observations (Craftax's
-``*-Pixels-v1``) are not registered: they are images, and the actor-critic's encoders take flat
-vectors (docs/envs.md).
+``ValueError`` naming it and the allowed ones.
 
 Episode ends. Craftax's ``done`` fires on death (health 0), on lava (Classic), on defeating the
 final boss (Craftax) and on the time limit. The adapter splits it: the time limit
@@ -67,19 +71,39 @@ def _symbolic() -> tuple[Any, Any]:
     return CraftaxSymbolicEnvNoAutoReset(), Achievement
 
 
+def _classic_pixels() -> tuple[Any, Any]:
+    """Craftax-Classic's pixel env (no auto-reset) and its ``Achievement`` enum."""
+    from craftax.craftax_classic.constants import Achievement
+    from craftax.craftax_classic.envs.craftax_pixels_env import (
+        CraftaxClassicPixelsEnvNoAutoReset,
+    )
+
+    return CraftaxClassicPixelsEnvNoAutoReset(), Achievement
+
+
+def _pixels() -> tuple[Any, Any]:
+    """Craftax's pixel env (no auto-reset) and its ``Achievement`` enum."""
+    from craftax.craftax.constants import Achievement
+    from craftax.craftax.envs.craftax_pixels_env import CraftaxPixelsEnvNoAutoReset
+
+    return CraftaxPixelsEnvNoAutoReset(), Achievement
+
+
 # registered variant -> the loader of its env and achievements. Craftax is imported on first use:
 # it loads its textures into JAX arrays on import, and the registry imports this module to list
 # the env names of every run.
 CRAFTAX_VARIANTS: dict[str, Callable[[], tuple[Any, Any]]] = {
     "classic_symbolic": _classic_symbolic,
     "symbolic": _symbolic,
+    "classic_pixels": _classic_pixels,
+    "pixels": _pixels,
 }
 
 _NO_TIME_LIMIT = int(np.iinfo(np.int32).max)
 
 
 class CraftaxEnv(GymnaxStyleEnv):
-    """A Craftax env (symbolic observations) as a stoixlite :class:`Environment`.
+    """A Craftax env (symbolic or pixel observations) as a stoixlite :class:`Environment`.
 
     Args:
         variant: a key of :data:`CRAFTAX_VARIANTS`.
@@ -93,15 +117,23 @@ class CraftaxEnv(GymnaxStyleEnv):
             raise ValueError(f"{name} has no difficulty levels; got {difficulty!r}")
         functional, achievement = CRAFTAX_VARIANTS[variant]()
         params = replace_params(functional.default_params, param_overrides, name)
-        super().__init__(functional, params, name, int(params.max_timesteps))
+        super().__init__(
+            functional,
+            params,
+            name,
+            int(params.max_timesteps),
+            keep_images=variant.endswith("pixels"),
+        )
         # (name, index into the state's achievement flags), in Craftax's enum order
         self.achievements = tuple((a.name.lower(), int(a.value)) for a in achievement)
         self._untimed_params = params.replace(max_timesteps=_NO_TIME_LIMIT)
 
-    def terminated_truncated(self, env_state: Any, done: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def terminated_truncated(
+        self, env_state: Any, done: jax.Array, info: dict[str, Any]
+    ) -> tuple[jax.Array, jax.Array]:
         """Death, lava or the boss terminate (Craftax's ``is_terminal`` without its time limit);
         ``timestep >= max_timesteps`` truncates."""
-        del done
+        del done, info
         terminated = self._env.is_terminal(env_state, self._untimed_params)
         return terminated, env_state.timestep >= self._params.max_timesteps
 

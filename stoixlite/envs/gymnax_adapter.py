@@ -65,6 +65,7 @@ constructor, e.g. ``env_kwargs={"num_bits": 2}`` for MemoryChain):
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import types
 from functools import partial
 from typing import Any
@@ -74,13 +75,32 @@ import jax
 from stoixlite.envs.gymnax_style import GymnaxState, GymnaxStyleEnv, replace_params
 from stoixlite.envs.registry import register_env
 
-__all__ = ["GYMNAX_ENVS", "GymnaxEnv", "GymnaxState"]
+__all__ = ["GYMNAX_ENVS", "GymnaxEnv", "GymnaxState", "load_gymnax"]
+
+
+STABLE_GYMNAX_FIX = (
+    "pip uninstall -y stable-gymnax && pip install --force-reinstall --no-deps 'gymnax>=1.0'"
+)
 
 
 @functools.cache
-def _gymnax() -> types.ModuleType:
+def load_gymnax() -> types.ModuleType:
     """gymnax, imported on first use: its import (seaborn, pandas, ...) takes seconds, and the
-    registry imports this module to list the env names of every run."""
+    registry imports this module to list the env names of every run.
+
+    ``ImportError`` (one line, with the fix) if the distribution ``stable-gymnax`` is installed:
+    it ships a module also named ``gymnax`` (a fork of gymnax 0.0.x), so whichever of the two was
+    installed last has silently replaced the other's files (popgym-arcade depends on it; install
+    popgym-arcade with ``--no-deps`` instead: docs/envs.md, "POPGym Arcade")."""
+    try:
+        importlib.metadata.distribution("stable-gymnax")
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    else:
+        raise ImportError(
+            "stable-gymnax is installed and shares the module name 'gymnax' with gymnax, whose "
+            f"files it replaces; fix: {STABLE_GYMNAX_FIX}"
+        )
     import gymnax
 
     if not hasattr(gymnax.environments.environment.Environment, "is_truncated"):
@@ -110,7 +130,7 @@ class GymnaxEnv(GymnaxStyleEnv):
     ):
         if difficulty is not None:
             raise ValueError(f"gymnax/{env_id} has no difficulty levels; got {difficulty!r}")
-        env, params = _gymnax().make(env_id, **(env_kwargs or {}))
+        env, params = load_gymnax().make(env_id, **(env_kwargs or {}))
         params = replace_params(params, param_overrides, f"gymnax/{env_id}")
         super().__init__(env, params, f"gymnax/{env_id}", int(params.max_steps_in_episode))
         self._env_id = env_id
@@ -119,9 +139,12 @@ class GymnaxEnv(GymnaxStyleEnv):
     def gymnax_env(self) -> Any:
         return self._env
 
-    def terminated_truncated(self, env_state: Any, done: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def terminated_truncated(
+        self, env_state: Any, done: jax.Array, info: dict[str, Any]
+    ) -> tuple[jax.Array, jax.Array]:
         """gymnax 1.0: ``done`` of ``step_env`` is the natural termination; the time limit is
         ``is_truncated`` of the post-step state."""
+        del info
         return done, self._env.is_truncated(env_state, self._params)
 
 

@@ -12,13 +12,16 @@ The wrapped object (``functional``) provides, as gymnax environments do::
 ``reset_env``/``step_env`` must not auto-reset (gymnax's and Craftax's ``step`` do; the adapter
 never calls it, so the true final observation survives and the one reset happens in
 :class:`stoixlite.envs.wrappers.AutoResetWrapper`). Spaces are read by duck typing: a space with
-an ``n`` is ``Discrete(n)``; one with ``low``, ``high`` and ``shape`` is a ``Box`` (observations
-are flattened to float32 vectors; a Box action keeps its shape).
+an ``n`` is ``Discrete(n)``; one with ``low``, ``high`` and ``shape`` is a ``Box``. Observations
+are flattened to float32 vectors, except with ``keep_images=True``, where a rank-3 observation
+``[H, W, C]`` stays an image (``uint8`` if the space says so, float32 otherwise) for
+``network.encoder=cnn``; a Box action keeps its shape.
 
 What a subclass may override:
 
-* :meth:`GymnaxStyleEnv.terminated_truncated` ``(env_state, done) -> (terminated, truncated)``:
-  by default ``done`` is a termination (discount 0) and nothing truncates. An env whose ``done``
+* :meth:`GymnaxStyleEnv.terminated_truncated` ``(env_state, done, info) -> (terminated,
+  truncated)``: by default ``done`` is a termination (discount 0) and nothing truncates. An env
+  whose ``done``
   also fires on a time limit must split it: the time limit is a truncation (discount 1, the
   value of the final observation is bootstrapped); when both happen on one step termination wins.
 * :meth:`GymnaxStyleEnv.episode_metrics` ``(env_state) -> {name: float32 scalar}``: statistics
@@ -68,16 +71,22 @@ def _bounds(value: Any) -> float | tuple[float, ...]:
     return float(arr[0]) if arr.size == 1 else tuple(float(x) for x in arr)
 
 
-def convert_space(space: Any, *, flatten: bool) -> Space:
+def convert_space(space: Any, *, flatten: bool, keep_images: bool = False) -> Space:
     """A gymnax-style space as a stoixlite :class:`Discrete` (it has ``n``) or :class:`Box` (it
-    has ``low``, ``high``, ``shape``; ``flatten`` makes the shape ``(prod(shape),)``)."""
+    has ``low``, ``high``, ``shape``; ``flatten`` makes the shape ``(prod(shape),)``, float32).
+    With ``keep_images`` a rank-3 Box ``[H, W, C]`` keeps its shape, and its dtype if ``uint8``
+    (float32 otherwise)."""
     if hasattr(space, "n"):
         return Discrete(n=int(space.n), dtype=jnp.int32)
     if all(hasattr(space, field) for field in ("low", "high", "shape")):
         shape = tuple(int(d) for d in space.shape)
-        if flatten:
+        dtype = jnp.float32
+        if keep_images and len(shape) == 3:
+            if np.dtype(getattr(space, "dtype", np.float32)) == np.uint8:
+                dtype = jnp.uint8
+        elif flatten:
             shape = (int(np.prod(shape, dtype=np.int64)),)
-        return Box(low=_bounds(space.low), high=_bounds(space.high), shape=shape, dtype=jnp.float32)
+        return Box(low=_bounds(space.low), high=_bounds(space.high), shape=shape, dtype=dtype)
     raise TypeError(f"unsupported space {space!r}: need Discrete (n) or Box (low, high, shape)")
 
 
@@ -100,15 +109,24 @@ class GymnaxStyleEnv(Environment):
         name: the registered name (``suite/env``), used in messages.
         max_episode_steps: the time limit, if any (informative: the contract test checks that
             no episode runs past it; the evaluator caps its episodes there).
+        keep_images: keep rank-3 observations as images (see the module docstring) instead of
+            flattening them.
     """
 
     def __init__(
-        self, functional: Any, params: Any, name: str, max_episode_steps: int | None = None
+        self,
+        functional: Any,
+        params: Any,
+        name: str,
+        max_episode_steps: int | None = None,
+        keep_images: bool = False,
     ):
         self._env = functional
         self._params = params
         self._name = name
-        self.observation_space = convert_space(functional.observation_space(params), flatten=True)
+        self.observation_space = convert_space(
+            functional.observation_space(params), flatten=True, keep_images=keep_images
+        )
         self.action_space = convert_space(functional.action_space(params), flatten=False)
         self.max_episode_steps = max_episode_steps
 
@@ -120,10 +138,13 @@ class GymnaxStyleEnv(Environment):
     def name(self) -> str:
         return self._name
 
-    def terminated_truncated(self, env_state: Any, done: jax.Array) -> tuple[jax.Array, jax.Array]:
+    def terminated_truncated(
+        self, env_state: Any, done: jax.Array, info: dict[str, Any]
+    ) -> tuple[jax.Array, jax.Array]:
         """``(terminated, truncated)`` (bool scalars) of a step that ended in ``env_state`` with
-        the wrapped env's ``done``. Default: ``done`` terminates, nothing truncates."""
-        del env_state
+        the wrapped env's ``done`` and ``info``. Default: ``done`` terminates, nothing
+        truncates."""
+        del env_state, info
         return jnp.asarray(done, jnp.bool_), jnp.asarray(False)
 
     def episode_metrics(self, env_state: Any) -> dict[str, jax.Array]:
@@ -139,7 +160,8 @@ class GymnaxStyleEnv(Environment):
         return {EPISODE_METRICS: {k: jnp.asarray(v, jnp.float32) for k, v in metrics.items()}}
 
     def _obs(self, obs: jax.Array) -> jax.Array:
-        return jnp.asarray(obs, jnp.float32).reshape(-1)
+        space = self.observation_space
+        return jnp.asarray(obs, space.dtype).reshape(space.shape)
 
     def reset(self, key: jax.Array) -> tuple[GymnaxState, TimeStep]:
         key, reset_key = jax.random.split(key)
@@ -152,10 +174,10 @@ class GymnaxStyleEnv(Environment):
 
     def _step(self, state: GymnaxState, action: jax.Array) -> tuple[GymnaxState, TimeStep]:
         key, step_key = jax.random.split(state.key)
-        obs, env_state, reward, done, _ = self._env.step_env(
+        obs, env_state, reward, done, info = self._env.step_env(
             step_key, state.env_state, action, self._params
         )
-        terminated, truncated = self.terminated_truncated(env_state, done)
+        terminated, truncated = self.terminated_truncated(env_state, done, info)
         terminated = jnp.asarray(terminated, jnp.bool_)
         ts = transition(
             self._obs(obs),
