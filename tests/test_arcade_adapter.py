@@ -18,7 +18,9 @@ pytest.importorskip(
     "popgym_arcade", reason="POPGym Arcade is optional: docs/envs.md, 'POPGym Arcade'"
 )
 
-from stoixlite.envs import LAST, make, wrap_env  # noqa: E402
+from adapter_replay import replay_against_step_env  # noqa: E402
+
+from stoixlite.envs import LAST, make  # noqa: E402
 from stoixlite.envs.arcade_adapter import (  # noqa: E402
     ARCADE_GAMES,
     OBS_SIZES,
@@ -66,31 +68,11 @@ def test_bad_kwargs_raise_one_line(kwargs, match):
 
 
 def _replay(steps: int, seed: int = 0, **kwargs):
-    """Random actions through the adapter (wrapped, auto-resetting) and through the game's own
-    ``step_env`` from the adapter's state with the adapter's step key; both sides per step."""
+    """Random actions through the adapter and through the game's own ``step_env``
+    (:func:`adapter_replay.replay_against_step_env`)."""
     raw = make(COUNT_RECALL, **kwargs)
-    env = wrap_env(raw, obs_augment=False)
-    functional, params = raw._env, raw.params
     actions = jax.random.randint(jax.random.PRNGKey(seed + 1), (steps,), 0, 5)
-
-    @jax.jit
-    def run():
-        state, _ = env.reset(jax.random.PRNGKey(seed))
-        inner = state.env_state.env_state  # EpisodeStats -> AutoReset -> adapter state
-
-        def body(carry, action):
-            state, inner = carry
-            step_key = jax.random.split(inner.key)[1]
-            obs, _, reward, done, info = functional.step_env(
-                step_key, inner.env_state, action, params
-            )
-            state, ts = env.step(state, action)
-            inner = state.env_state.env_state
-            return (state, inner), (ts, obs, reward, done, info)
-
-        return jax.lax.scan(body, (state, inner), actions)[1]
-
-    return raw, run()
+    return raw, replay_against_step_env(raw, actions, seed)[1]
 
 
 def test_replays_the_game_and_splits_done_by_its_info():
@@ -140,3 +122,21 @@ def test_gymnax_1_shim_gives_discount_from_the_games_is_terminal():
         assert float(game.discount(s, params)) == (0.0 if ended else 1.0)
     # games without their own is_terminal are used as the package defines them
     assert arcade_class("count_recall", "easy").__module__.startswith("popgym_arcade")
+
+
+def test_cartpole_time_limit_is_a_truncation_and_a_fall_a_termination():
+    """CartPole reports its time limit in ``info["terminated"]`` too and tests ``done`` on the
+    state before the step: the adapter calls the 201st step of easy a truncation (bootstrapped)
+    and the step after a fall a termination."""
+    env = make("arcade/cartpole")
+    assert env.max_episode_steps == 201  # easy's limit 200, one step late
+    state, _ = env.reset(jax.random.PRNGKey(0))
+    step = jax.jit(env.step)
+    at_limit = state.replace(env_state=state.env_state.replace(time=200))
+    fallen = state.replace(env_state=state.env_state.replace(x=jnp.float32(3.0)))
+    _, ts = step(at_limit, jnp.int32(0))
+    assert int(ts.step_type) == LAST and float(ts.discount) == 1.0
+    _, ts = step(fallen, jnp.int32(0))
+    assert int(ts.step_type) == LAST and float(ts.discount) == 0.0
+    _, ts = step(state, jnp.int32(0))  # upright, early: goes on
+    assert int(ts.step_type) != LAST

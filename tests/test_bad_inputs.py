@@ -12,6 +12,7 @@ that are refused before compiling cost no compilation.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import logging
 import shutil
 import signal
@@ -83,8 +84,9 @@ BAD_INPUTS: list[tuple[list[str], str, int]] = [
     (["env.name=popgym/nope"], "env.name='popgym/nope' is invalid: choose one of", CONFIG),
     (["env.difficulty=impossible"], "env.difficulty='impossible' is invalid", CONFIG),
     (["env=gymnax/CartPole-v1", "env.difficulty=hard"], "has no difficulty levels", CONFIG),
-    (["env=craftax/nope"], "env=craftax/nope is invalid: choose one of ['craftax/", CONFIG),
+    (["env=craftax/nope"], "env=craftax/nope is invalid: choose one of ['", CONFIG),
     (["env.name=craftax/nope"], "env.name='craftax/nope' is invalid: choose one of", CONFIG),
+    (["env=arcade/pong"], "env=arcade/pong is invalid: choose one of ['", CONFIG),
     (
         ["env=gymnax/MemoryChain-bsuite", "+env.kwargs.bogus=1"],
         "env.kwargs.bogus=1 is invalid: gymnax/MemoryChain-bsuite refuses it (unknown params "
@@ -304,6 +306,35 @@ def _names_the_input(line: str, argv: list[str]) -> bool:
             if word and word in line:
                 return True
     return False
+
+
+# POPGym Arcade's own keys, checked by building the game (needs popgym-arcade installed)
+if importlib.util.find_spec("popgym_arcade") is not None:
+    ARCADE = ["env=arcade/count_recall"]
+    BAD_INPUTS += [
+        (
+            [*ARCADE, "env.kwargs.obs_size=100"],
+            "is invalid: arcade/count_recall refuses it (env.kwargs.obs_size=100 is not a frame "
+            "size of arcade/count_recall; allowed: [128, 256])",
+            CONFIG,
+        ),
+        (
+            [*ARCADE, "env.kwargs.partial_obs=maybe"],
+            "env.kwargs.partial_obs='maybe' is invalid",
+            CONFIG,
+        ),
+        (
+            [*ARCADE, "env.difficulty=extreme"],
+            "env.difficulty='extreme' is invalid",
+            CONFIG,
+        ),
+        (
+            [*ARCADE, "network.cnn_kernels=[8,4,30]"],
+            "network.cnn_kernels=[8, 4, 30] is invalid: convolution 3's 30x30 kernel is larger "
+            "than the 14x14",
+            CONFIG,
+        ),
+    ]
 
 
 def test_the_table_is_long_enough():

@@ -14,7 +14,9 @@ import pytest
 
 pytest.importorskip("craftax", reason="Craftax is an optional extra: pip install '.[craftax]'")
 
-from stoixlite.envs import LAST, make, wrap_env  # noqa: E402
+from adapter_replay import replay_against_step_env  # noqa: E402
+
+from stoixlite.envs import LAST, make  # noqa: E402
 from stoixlite.envs.craftax_adapter import CRAFTAX_VARIANTS, CraftaxEnv  # noqa: E402
 from stoixlite.envs.types import EPISODE_METRICS  # noqa: E402
 
@@ -27,7 +29,8 @@ CLASSIC = "craftax/classic_symbolic"
         ("classic_symbolic", (1345,), 17, 10_000, 22),
         ("symbolic", (8268,), 43, 100_000, 67),
         ("classic_pixels", (63, 63, 3), 17, 10_000, 22),
-        ("pixels", (130, 110, 3), 43, 100_000, 67),
+        # building full Craftax's pixel env draws its textures: 98 s on 2 cores
+        pytest.param("pixels", (130, 110, 3), 43, 100_000, 67, marks=pytest.mark.slow),
     ],
 )
 def test_registered_variants(variant, obs, actions, limit, achievements):
@@ -49,32 +52,11 @@ def test_bad_factory_kwargs_raise():
 
 
 def _replay(limit: int, steps: int, seed: int = 0):
-    """Random actions through the adapter (wrapped) and through Craftax's ``step_env`` with the
-    adapter's step keys; returns both sides' per-step records."""
+    """Random actions through the adapter and through Craftax's ``step_env``
+    (:func:`adapter_replay.replay_against_step_env`)."""
     raw = make(CLASSIC, max_timesteps=limit)
-    env = wrap_env(raw, obs_augment=False)
-    functional, params = raw._env, raw.params
     actions = jax.random.randint(jax.random.PRNGKey(seed + 1), (steps,), 0, 17)
-
-    @jax.jit
-    def run():
-        state, ts = env.reset(jax.random.PRNGKey(seed))
-        inner = state.env_state.env_state  # EpisodeStats -> AutoReset -> adapter state
-
-        def body(carry, action):
-            state, inner = carry
-            # Craftax's own step from the adapter's state, with the adapter's step key
-            step_key = jax.random.split(inner.key)[1]
-            obs, _, reward, done, info = functional.step_env(
-                step_key, inner.env_state, action, params
-            )
-            state, ts = env.step(state, action)
-            inner = state.env_state.env_state
-            return (state, inner), (ts, obs, reward, done, info)
-
-        return ts, jax.lax.scan(body, (state, inner), actions)[1]
-
-    return raw, run()
+    return raw, replay_against_step_env(raw, actions, seed)
 
 
 def test_replays_craftax_and_truncates_at_the_time_limit():
@@ -103,9 +85,11 @@ def test_replays_craftax_and_truncates_at_the_time_limit():
 
 
 def test_death_is_a_termination_and_wins_over_the_time_limit():
-    for limit in (1000, 1):
-        raw = make(CLASSIC, max_timesteps=limit)
-        state, _ = raw.reset(jax.random.PRNGKey(0))
-        dying = state.replace(env_state=state.env_state.replace(player_health=0))
-        _, ts = jax.jit(raw.step)(dying, jnp.int32(0))
-        assert int(ts.step_type) == LAST and float(ts.discount) == 0.0, limit
+    raw = make(CLASSIC, max_timesteps=1000)
+    state, _ = raw.reset(jax.random.PRNGKey(0))
+    step = jax.jit(raw.step)  # one program for the three cases
+    for timestep, health, discount in ((0, 0, 0.0), (999, 0, 0.0), (999, 9, 1.0)):
+        # dies mid-episode; dies on the step that reaches the limit; only reaches the limit
+        start = state.env_state.replace(player_health=health, timestep=timestep)
+        _, ts = step(state.replace(env_state=start), jnp.int32(0))
+        assert int(ts.step_type) == LAST and float(ts.discount) == discount, timestep

@@ -118,7 +118,16 @@ def test_batched_stack_auto_resets_under_jit_and_vmap(name):
         assert (step_type == LAST).any(axis=0).all(), "every env must finish an episode"
 
 
-@pytest.mark.parametrize("name", [n for n in ENVS if env_spec(n).difficulties])
+# Every arcade game's levels are built eagerly (op by op: 5-23 s a game); test_arcade_adapter.py
+# builds count_recall's easy and medium in the default run.
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(n, marks=pytest.mark.slow) if n in SLOW or n.startswith("arcade/") else n
+        for n in ENVS
+        if env_spec(n).difficulties
+    ],
+)
 def test_every_declared_difficulty_builds(name):
     for level in env_spec(name).difficulties:
         env = build(name, level)

@@ -22,7 +22,11 @@ Observations are ``uint8`` RGB frames ``[obs_size, obs_size, 3]``, kept as image
 most games (up, down, left, right, fire; Breakout and Tetris their own sets). Each game's
 ``step_env`` returns ``done`` and ``info["terminated"]``/``info["truncated"]``; the adapter keeps
 them apart: a step that ends the episode (``done``) is a termination (discount 0) when
-``info["terminated"]`` says so, a truncation (time limit, discount 1, bootstrapped) otherwise.
+``info["terminated"]`` says so, a truncation (time limit, discount 1, bootstrapped) otherwise;
+CartPole, NoisyCartPole and Breakout also set ``info["terminated"]`` on the time limit, so for
+them a step with ``info["truncated"]`` is a truncation (:data:`TIME_LIMIT_IN_TERMINATED`).
+CartPole and NoisyCartPole test ``done`` on the state before the step, so their episodes last
+one step past the limit (``max_episode_steps`` = limit + 1; :data:`DONE_ONE_STEP_LATE`).
 The wrapped ``step`` never auto-resets (:class:`stoixlite.envs.wrappers.AutoResetWrapper` does,
 keeping the true final frame); the time limit is the game's own (``max_steps_in_episode``, or
 ``max_episode_length`` for Battleship and MineSweeper).
@@ -58,6 +62,13 @@ ARCADE_GAMES: dict[str, str] = {
     "skittles": "Skittles",
     "tetris": "Tetris",
 }
+# Games whose ``info["terminated"]`` also holds on the time limit (it is their ``done``): a step
+# they report as both terminated and truncated ended on the time limit.
+TIME_LIMIT_IN_TERMINATED = frozenset({"breakout", "cartpole", "noisy_cartpole"})
+# Games that test ``done`` on the state *before* the step (CartPole's ``is_terminal(state)``):
+# their episodes last one step past the time limit (201 steps at easy's limit of 200), and the
+# step after the pole falls is the last (it pays 0).
+DONE_ONE_STEP_LATE = frozenset({"cartpole", "noisy_cartpole"})
 DIFFICULTIES = ("easy", "medium", "hard")
 # the frame sides every game draws (their render tables are keyed by these)
 OBS_SIZES = (128, 256)
@@ -123,17 +134,21 @@ class ArcadeEnv(GymnaxStyleEnv):
         limit = getattr(functional, "max_steps_in_episode", None)
         if limit is None:
             limit = functional.max_episode_length
-        super().__init__(functional, functional.default_params, name, int(limit), keep_images=True)
-        self.partial_obs, self.obs_size = partial_obs, obs_size
+        longest = int(limit) + (game in DONE_ONE_STEP_LATE)
+        super().__init__(functional, functional.default_params, name, longest, keep_images=True)
+        self.game, self.partial_obs, self.obs_size = game, partial_obs, obs_size
 
     def terminated_truncated(
         self, env_state: Any, done: jax.Array, info: dict[str, Any]
     ) -> tuple[jax.Array, jax.Array]:
-        """``done`` split by the game's own ``info["terminated"]``: terminated if both say so,
+        """``done`` split by the game's own ``info``: terminated if ``info["terminated"]`` says
+        so (and, for :data:`TIME_LIMIT_IN_TERMINATED`, ``info["truncated"]`` does not),
         truncated if the episode ended otherwise (its time limit)."""
         del env_state
         done = jnp.asarray(done, jnp.bool_)
         terminated = done & jnp.asarray(info["terminated"], jnp.bool_)
+        if self.game in TIME_LIMIT_IN_TERMINATED:
+            terminated &= ~jnp.asarray(info["truncated"], jnp.bool_)
         return terminated, done & ~terminated
 
 
