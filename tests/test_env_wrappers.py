@@ -294,6 +294,19 @@ def _key_data(tree):
     return jax.tree.map(lambda x: jax.random.key_data(x) if is_key(x) else x, tree)
 
 
+def _random_play(env, num_envs: int, num_actions: int, key: jax.Array, steps: int):
+    """``(states, timesteps)`` of ``steps`` uniformly random actions on the batched ``env``,
+    reset with ``key`` and stepped with keys split from it."""
+
+    def body(state, step_key):
+        action = jax.random.randint(step_key, (num_envs,), 0, num_actions)
+        state, ts = env.step(state, action)
+        return state, (state, ts)
+
+    state, _ = env.reset(key)
+    return jax.lax.scan(body, state, jax.random.split(jax.random.fold_in(key, 1), steps))[1]
+
+
 @pytest.mark.parametrize("name", ["popgym/minesweeper", "popgym/labyrinth_escape"])
 def test_batched_lazy_reset_equals_eager_reset(name):
     """make_batched_env (resets only on steps where some env is done) gives exactly the states and
@@ -306,13 +319,7 @@ def test_batched_lazy_reset_equals_eager_reset(name):
     lazy = make_batched_env(raw, num_envs, obs_augment=True)
 
     def run(env):
-        def body(state, key):
-            action = jax.random.randint(key, (num_envs,), 0, raw.action_space.n)
-            state, ts = env.step(state, action)
-            return state, (state, ts)
-
-        state, _ = env.reset(jax.random.key(5))
-        return jax.lax.scan(body, state, jax.random.split(jax.random.key(6), steps))[1]
+        return _random_play(env, num_envs, raw.action_space.n, jax.random.key(5), steps)
 
     lazy_run = jax.jit(lambda: run(lazy))
     assert "cond[" in str(jax.make_jaxpr(lazy_run)())
@@ -336,13 +343,7 @@ def test_lazy_reset_under_seeds_equals_each_seed_alone():
     env = make_batched_env(raw, num_envs, obs_augment=False)
 
     def run(key):
-        def body(state, key):
-            action = jax.random.randint(key, (num_envs,), 0, raw.action_space.n)
-            state, ts = env.step(state, action)
-            return state, (state, ts)
-
-        state, _ = env.reset(key)
-        return jax.lax.scan(body, state, jax.random.split(key, steps))[1]
+        return _random_play(env, num_envs, raw.action_space.n, key, steps)
 
     keys = jax.random.split(jax.random.key(9), seeds)
     together = _key_data(jax.jit(jax.vmap(run))(keys))

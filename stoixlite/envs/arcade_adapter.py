@@ -38,6 +38,7 @@ first and refuses an install where ``stable-gymnax`` has replaced gymnax's files
 
 from __future__ import annotations
 
+import functools
 import importlib
 from functools import partial
 from typing import Any
@@ -74,6 +75,7 @@ DIFFICULTIES = ("easy", "medium", "hard")
 OBS_SIZES = (128, 256)
 
 
+@functools.cache
 def arcade_class(game: str, difficulty: str) -> type:
     """The package's env class of ``game`` at ``difficulty`` (imports popgym-arcade), on gymnax
     >= 1.0's base class.
@@ -85,7 +87,7 @@ def arcade_class(game: str, difficulty: str) -> type:
     ``step_env``) gets a subclass whose ``is_terminated`` is its own ``is_terminal``: the 0.0.x
     semantics, checked step for step against popgym-arcade on stable-gymnax
     (docs/envs.md, "POPGym Arcade"). Nothing else of the base class is used by ``reset_env``
-    and ``step_env``.
+    and ``step_env``. Cached: one class per game and level.
     """
     gymnax = load_gymnax()
     module = importlib.import_module("popgym_arcade.environments")
