@@ -1,35 +1,41 @@
 #!/usr/bin/env python
-"""Train the POPGym table's cells and write the table (ours against the POPGym paper).
+"""Train the POPGym table's cells, keep their records, and write the table page.
 
-    python scripts/popgym_table.py train         # all 48 cells: 16 envs x 3 difficulties
+    python scripts/popgym_table.py train         # every cell without a finished record
     python scripts/popgym_table.py train --envs repeat_first --difficulties hard \\
-        --networks gru --seeds 0 1 2 --variant popgym -- +protocol=popgym
+        --networks gru --variant popgym -- +protocol=popgym
+    python scripts/popgym_table.py train --jobs 8 --time-limit 540 --records /tmp/records
     python scripts/popgym_table.py report        # docs/popgym_table.md + its figure
 
 ``train`` runs one ``python -m stoixlite.rec_ppo`` per cell (env x difficulty x network, all
-seeds vmapped in one compiled program: ``arch.seed=<first> arch.num_seeds=<n>``) with the
-shipped configs and their whole budget (``arch.target_return=null``: MMER is measured on the
-sampled training episodes, which lag a greedy evaluation that already solves the task;
-``--stop-at 0.99`` stops once the evaluation does, and the report marks such cells), into
-``<out>/<env>/<difficulty>/<network>[+<variant>]``. A cell with a ``cell.json`` marked done is
-skipped; an interrupted one with a checkpoint is resumed (``resume=<dir>``); one that stopped
-before its first checkpoint starts afresh; an interrupted one whose records came without its
-checkpoints (copied from another machine) is kept and not trained. ``--jobs N`` trains N cells
-side by side, each its own process (on one GPU, 4-10 small cells together use it far better
-than one; Ctrl-C stops them all cleanly). Overrides after ``--`` go to every cell of this call
-and must come with ``--variant NAME`` (so that cells trained differently never share a
-directory). A failed cell is recorded, the others go on, and the exit status is 1.
+seeds vmapped in one compiled program: ``arch.seed=<first> arch.num_seeds=<n>``; seeds 10-12 by
+default, which no shipped config was tuned on) with the shipped configs and their whole budget
+(``arch.target_return=null``), its run directory in
+``<out>/<env>/<difficulty>/<network>[+<variant>]``. When a cell finishes or is interrupted, its
+record (:mod:`stoixlite.results.popgym_records`) is written to ``--records`` (default
+``results/popgym_table/``, committed with the repository).
 
-``report`` reads every cell below ``--out`` and writes ``--doc`` (default
-``docs/popgym_table.md``) and ``--figure``: per cell the random policy's return, then for each
-trained model its MMER (the paper's max mean episodic return, from the training episodes of
-each update), final and best greedy/sampled eval, with the mean, the sample sd and the 95 %
-t-interval over seeds, the steps and the wall time, next to the paper's GRU and best model
-where published (:mod:`stoixlite.results.popgym_paper`).
+A cell whose record is finished (same seeds) is skipped. An interrupted cell with a checkpoint
+in its run directory is resumed (``resume=<dir>``); one without (its record came from another
+machine, or it stopped before its first checkpoint) trains afresh, and its record is replaced
+only by one that trained at least as far. ``--jobs N`` trains N cells side by side, each its own
+process (on one GPU, 4-10 small cells together use it far better than one; Ctrl-C stops them all
+cleanly). ``--time-limit S`` starts only cells whose estimated wall time (from the records'
+wall times on the same kind of machine) fits in what is left of S seconds, and at S stops the
+cells still training cleanly, recording them as interrupted. Overrides after ``--`` go to every
+cell of this call and must come with ``--variant NAME``. Training refuses a tree with
+uncommitted changes to tracked files (a record names the commit it ran at) unless
+``--allow-changes`` is given, which records the diff's hash. A failed cell is recorded, the
+others go on, and the exit status is 1.
+
+``report`` reads the records below ``--records`` and writes ``--doc`` (default
+``docs/popgym_table.md``) and ``--figure`` (:mod:`stoixlite.results.popgym_report`); it needs
+no run directory.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shlex
@@ -42,22 +48,34 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from stoixlite.cli_args import OneLineArgumentParser
+from stoixlite.cli.args import OneLineArgumentParser
 from stoixlite.results.machine import machine_description
 from stoixlite.results.popgym_paper import DIFFICULTIES, ENVS
+from stoixlite.results.popgym_records import (
+    RecordError,
+    read_record,
+    read_records,
+    record_from_run,
+    record_name,
+    record_path,
+    write_record,
+)
+from stoixlite.results.runs import RunReadError
 
 ROOT = Path(__file__).resolve().parent.parent
 CELL_FILE = "cell.json"
 DEFAULT_NETWORKS = ["gru", "memoroid", "mlp"]
+DEFAULT_SEEDS = [10, 11, 12]
+RECORDS = ROOT / "results" / "popgym_table"
 
 
 def cell_dir(out: Path, env: str, difficulty: str, network: str, variant: str | None) -> Path:
     """Where a cell's run lives: ``<out>/<env>/<difficulty>/<network>[+<variant>]``."""
-    return out / env / difficulty / (f"{network}+{variant}" if variant else network)
+    return out / env / difficulty / record_name(network, variant)
 
 
 def read_cell(path: Path) -> dict:
-    """The cell's ``cell.json`` (``{}`` when it has none or it is unreadable)."""
+    """The run directory's ``cell.json`` (``{}`` when it has none or it is unreadable)."""
     try:
         return json.loads((path / CELL_FILE).read_text())
     except (OSError, ValueError):
@@ -76,38 +94,34 @@ def has_checkpoint(path: Path) -> bool:
     return ckpt.is_dir() and any(p.name.isdigit() for p in ckpt.iterdir())
 
 
-def git_commit() -> str:
+def _git(*args: str) -> str:
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-        )
-        dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
-            cwd=ROOT,
-            capture_output=True,
-            text=True,
-        )
-    except OSError:
-        return "unknown"
-    commit = out.stdout.strip() or "unknown"
-    return commit + ("+changes" if dirty.stdout.strip() else "")
+        return subprocess.run(
+            ["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=60
+        ).stdout
+    except (OSError, subprocess.SubprocessError):
+        return ""
 
 
-def train_command(args, env: str, difficulty: str, network: str, path: Path) -> list[str]:
-    """The cell's command: ``resume=<dir>`` when it has a checkpoint, else a fresh run."""
-    if has_checkpoint(path):
-        return [
-            sys.executable,
-            "-m",
-            "stoixlite.rec_ppo",
-            f"resume={path}",
-            f"arch.target_return={args.stop_at}",
-        ]
-    return fresh_command(args, env, difficulty, network, path)
+def git_state() -> tuple[str, str]:
+    """``(commit, tree)``: the short commit of this checkout and ``"clean"``, or ``"changes
+    <sha256 of git diff HEAD, 12 hex>"`` when tracked files have uncommitted changes."""
+    commit = _git("rev-parse", "--short", "HEAD").strip() or "unknown"
+    if not _git("status", "--porcelain", "--untracked-files=no").strip():
+        return commit, "clean"
+    digest = hashlib.sha256(_git("diff", "HEAD").encode()).hexdigest()[:12]
+    return commit, f"changes {digest}"
+
+
+def _relative(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
 
 
 def fresh_command(args, env: str, difficulty: str, network: str, path: Path) -> list[str]:
-    """The command that trains the cell from scratch (recorded in ``cell.json``)."""
+    """The command that trains the cell from scratch."""
     return [
         sys.executable,
         "-m",
@@ -123,119 +137,282 @@ def fresh_command(args, env: str, difficulty: str, network: str, path: Path) -> 
     ]
 
 
+def train_command(args, env: str, difficulty: str, network: str, path: Path) -> list[str]:
+    """The cell's command: ``resume=<dir>`` when it has a checkpoint, else a fresh run."""
+    if has_checkpoint(path):
+        return [
+            sys.executable,
+            "-m",
+            "stoixlite.rec_ppo",
+            f"resume={path}",
+            f"arch.target_return={args.stop_at}",
+        ]
+    return fresh_command(args, env, difficulty, network, path)
+
+
+def portable(cmd: list[str]) -> str:
+    """A command as a user types it: ``python`` for the interpreter, paths below this
+    checkout relative to it."""
+    root = f"{ROOT}/"
+    return shlex.join(["python", *cmd[1:]]).replace(root, "")
+
+
+def rebuild_command(args, env: str, difficulty: str, network: str) -> str:
+    """The runner command that trains this one cell again."""
+    cmd = [
+        "python",
+        "scripts/popgym_table.py",
+        "train",
+        "--envs",
+        env,
+        "--difficulties",
+        difficulty,
+        "--networks",
+        network,
+        "--seeds",
+        *map(str, args.seeds),
+    ]
+    if args.stop_at != "null":
+        cmd += ["--stop-at", args.stop_at]
+    if args.variant:
+        cmd += ["--variant", args.variant, "--", *args.overrides]
+    return shlex.join(cmd)
+
+
+@dataclass
+class Cell:
+    """A cell to train: names, run directory, record path and the cell's estimated wall time."""
+
+    k: int
+    env: str
+    difficulty: str
+    network: str
+    path: Path
+    record: Path
+    estimate: float | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.env} {self.difficulty} {self.path.name}"
+
+
 @dataclass
 class Launch:
-    """A cell being trained: its process, directory, record and start time."""
+    """A cell being trained: its process, bookkeeping and start time."""
 
-    name: str
-    path: Path
-    record: dict
+    cell: Cell
+    book: dict
     start: float
     proc: subprocess.Popen
 
 
-def prepare(args, k: int, total: int, cell: tuple[str, str, str]) -> tuple | None:
-    """``(name, path, command)`` of a cell to train, or ``None`` when it is skipped (finished,
-    or holding records without a checkpoint to resume from, which are never deleted)."""
-    env, difficulty, network = cell
-    path = cell_dir(args.out, env, difficulty, network, args.variant)
-    record = read_cell(path)
-    name = f"[{k}/{total}] {env} {difficulty} {path.name}"
-    if record.get("status") == "done":
-        print(f"{name}: done, skipped", flush=True)
-        return None
-    if path.exists() and not has_checkpoint(path):
-        # A clean interrupt always saves a checkpoint: an interrupted cell with records and no
-        # checkpoint was brought here without them (from another machine) and is kept as is.
-        if record.get("status") == "interrupted" and (path / "metrics.jsonl").exists():
+def pending(args, cell: Cell) -> bool:
+    """Whether ``cell`` needs training (prints why not)."""
+    if not cell.record.exists():
+        return True
+    try:
+        record = read_record(cell.record)
+    except RecordError as err:
+        print(f"{cell.name}: {err}; it will be replaced", flush=True)
+        return True
+    if record["status"] == "done":
+        if record.get("seeds") == list(args.seeds):
+            print(f"{cell.name}: done, skipped", flush=True)
+        else:
             print(
-                f"{name}: kept, not trained: it has records but no checkpoint to resume from "
-                f"(delete {path} to train it afresh)",
+                f"{cell.name}: has a finished record with seeds {record.get('seeds')}, not "
+                f"{args.seeds}: skipped (delete {cell.record} to train it again)",
                 flush=True,
             )
-            return None
-        if not args.dry_run:  # a dry run changes nothing
-            shutil.rmtree(path)  # stopped before its first checkpoint: nothing to keep
-    cmd = train_command(args, env, difficulty, network, path)
-    print(f"{name}: {shlex.join(cmd)}", flush=True)
-    return name, path, cmd
+        return False
+    return True
 
 
-def launch(args, name: str, path: Path, cmd: list[str]) -> Launch:
-    """Start a cell's training process, its record written first (kept if the runner dies)."""
-    path.mkdir(parents=True, exist_ok=True)
+def launch(args, cell: Cell) -> Launch:
+    """Start a cell's training process, its bookkeeping (``cell.json``) written first."""
+    if not has_checkpoint(cell.path) and cell.path.exists():
+        shutil.rmtree(cell.path)  # no checkpoint to resume from: nothing to keep
+    cmd = train_command(args, cell.env, cell.difficulty, cell.network, cell.path)
+    print(f"[{cell.k}] {cell.name}: {portable(cmd)}", flush=True)
+    cell.path.mkdir(parents=True, exist_ok=True)
     start = time.time()
+    commit, tree = git_state()
     attempt = {
         "started": datetime.fromtimestamp(start, UTC).isoformat("T", "seconds"),
-        "commit": git_commit(),
+        "commit": commit,
+        "tree": tree,
         "machine": machine_description(),
-        "command": shlex.join(cmd),
+        "command": portable(cmd),
         "jobs": args.jobs,
+        "exit": None,
     }
-    record = read_cell(path)  # what earlier attempts recorded
-    if not has_checkpoint(path):  # a fresh run: its command is the cell's
-        record = {"command": attempt["command"], "seeds": list(args.seeds)}
-    record.setdefault("attempts", []).append({**attempt, "exit": None})
-    record["overrides"] = list(args.overrides)
-    write_cell(path, {**record, "status": "running"})
+    book = read_cell(cell.path) if has_checkpoint(cell.path) else {}
+    if not book:
+        book = {
+            "env": cell.env,
+            "difficulty": cell.difficulty,
+            "model": cell.network,
+            "variant": args.variant,
+            "overrides": list(args.overrides),
+            "seeds": list(args.seeds),
+            "command": rebuild_command(args, cell.env, cell.difficulty, cell.network),
+            "run_command": portable(
+                fresh_command(args, cell.env, cell.difficulty, cell.network, cell.path)
+            ),
+            "attempts": [],
+        }
+    book["attempts"].append(attempt)
+    write_cell(cell.path, {**book, "status": "running"})
     env = dict(os.environ)
     if args.jobs > 1:  # several JAX processes on one GPU: no process takes most of its memory
         env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, env=env)
-    return Launch(name, path, record, start, proc)
+    return Launch(cell, book, start, proc)
 
 
-def finish(cell: Launch, code: int) -> None:
-    """Record how a cell's process ended: done (0), interrupted (130) or failed."""
-    wall = time.time() - cell.start
-    cell.record["attempts"][-1].update(exit=code, wall_s=round(wall, 1))
+def keep_record(path: Path, record: dict) -> bool:
+    """Whether ``record`` may replace the one at ``path``: always, unless it is an unfinished
+    one that trained less far than an unfinished one already there (or any finished one)."""
+    if record["status"] == "done" or not path.exists():
+        return True
+    try:
+        old = read_record(path)
+    except RecordError:
+        return True
+    if old["status"] == "done":
+        return False
+    return old["status"] == "failed" or record["steps"] >= old.get("steps", 0)
+
+
+def finish(run: Launch, code: int) -> None:
+    """Record how a cell's process ended (done 0, interrupted 130, else failed): its
+    ``cell.json`` and its record."""
+    wall = time.time() - run.start
+    run.book["attempts"][-1].update(exit=code, wall_s=round(wall, 1))
     status = "done" if code == 0 else "interrupted" if code == 130 else "failed"
-    cell.record["status"] = status
-    write_cell(cell.path, cell.record)
+    run.book["status"] = status
+    write_cell(run.cell.path, run.book)
     outcome = status if code in (0, 130) else f"FAILED (exit {code})"
-    print(f"{cell.name}: {outcome} in {wall:.0f} s", flush=True)
+    try:
+        record = record_from_run(run.cell.path, run.book)
+    except (RunReadError, OSError, KeyError) as err:
+        print(f"[{run.cell.k}] {run.cell.name}: {outcome} in {wall:.0f} s; no record: {err}")
+        return
+    if keep_record(run.cell.record, record):
+        write_record(run.cell.record, record)
+        where = f"record {_relative(run.cell.record)}"
+    else:
+        where = f"record {_relative(run.cell.record)} kept (it trained further)"
+    print(f"[{run.cell.k}] {run.cell.name}: {outcome} in {wall:.0f} s; {where}", flush=True)
 
 
-def wait_all(running: list[Launch]) -> None:
-    """After Ctrl-C: every training process got it too (same process group) and saves and
-    exits 130 on its own; wait for each (a second Ctrl-C kills them) and record it."""
-    for cell in running:
+def stop_all(running: list[Launch], sig: int | None) -> None:
+    """Send ``sig`` to every training process (``None``: they got Ctrl-C themselves), wait for
+    each clean stop and record it; a second Ctrl-C kills them."""
+    for run in running:
+        if sig is not None and run.proc.poll() is None:
+            run.proc.send_signal(sig)
+    for run in running:
         while True:
             try:
-                finish(cell, cell.proc.wait())
+                finish(run, run.proc.wait())
                 break
             except KeyboardInterrupt:
                 for other in running:
                     other.proc.kill()
 
 
-def train(args) -> int:
-    """Train the cells, ``args.jobs`` at a time (each its own process; on one GPU, several
-    small runs side by side use it better than one). Exit 0, 1 (a cell failed) or 130."""
+def wall_estimates(roots: list[Path], gpu: bool) -> dict:
+    """Seconds per env step of the finished records on the same kind of machine (GPU or not):
+    ``{(env, difficulty, model): s/step}`` and ``{model: [s/step, ...]}``, from ``roots``."""
+    exact: dict = {}
+    by_model: dict = {}
+    for root in roots:
+        try:
+            records = read_records(root) if root.is_dir() else []
+        except RecordError:
+            continue
+        for record in records:
+            last = record["attempts"][-1] if record["attempts"] else {}
+            wall, steps = record.get("wall_s"), record.get("steps")
+            if ("GPU:" in str(last.get("machine", ""))) != gpu or not wall or not steps:
+                continue
+            rate = float(wall) / float(steps)
+            name = record_name(record["model"], record.get("variant"))
+            exact[(record["env"], record["difficulty"], name)] = rate
+            by_model.setdefault(name, []).append(rate)
+    return {"exact": exact, "model": by_model}
+
+
+def estimate(cell: Cell, budget: int, rates: dict) -> float | None:
+    """Estimated wall seconds of ``cell`` for ``budget`` steps (``None`` when unknown): the same
+    cell's recorded rate, else the slowest recorded rate of the same model."""
+    rate = rates["exact"].get((cell.env, cell.difficulty, cell.path.name))
+    if rate is None and rates["model"].get(cell.path.name):
+        rate = max(rates["model"][cell.path.name])
+    return None if rate is None else rate * budget
+
+
+def train(args, budgets: dict) -> int:
+    """Train the pending cells, ``args.jobs`` at a time. Exit 0, 1 (a cell failed) or 130."""
     cells = [
-        (env, difficulty, network)
-        for difficulty in args.difficulties
-        for env in args.envs
-        for network in args.networks
+        Cell(
+            k,
+            env,
+            difficulty,
+            network,
+            cell_dir(args.out, env, difficulty, network, args.variant),
+            record_path(args.records, env, difficulty, network, args.variant),
+        )
+        for k, (difficulty, env, network) in enumerate(
+            ((d, e, n) for d in args.difficulties for e in args.envs for n in args.networks), 1
+        )
     ]
-    todo = list(enumerate(cells, 1))
+    todo = [cell for cell in cells if pending(args, cell)]
+    deadline = None if args.time_limit is None else time.monotonic() + args.time_limit
+    if deadline is not None:
+        gpu = "GPU:" in machine_description()
+        rates = wall_estimates(list(dict.fromkeys([args.records, RECORDS])), gpu)
+        for cell in todo:
+            budget = budgets[(cell.env, cell.difficulty, cell.network)]
+            cell.estimate = estimate(cell, budget, rates)
+        known = [c for c in todo if c.estimate is not None and c.estimate <= args.time_limit]
+        for cell in todo:
+            if cell.estimate is not None and cell.estimate > args.time_limit:
+                print(f"[{cell.k}] {cell.name}: about {cell.estimate:.0f} s, over "
+                      f"--time-limit {args.time_limit}: not started", flush=True)  # fmt: skip
+        todo = known + [c for c in todo if c.estimate is None]  # known first, then unknown
+    if args.dry_run:
+        for cell in todo:
+            cmd = train_command(args, cell.env, cell.difficulty, cell.network, cell.path)
+            print(f"[{cell.k}] {cell.name}: {portable(cmd)}", flush=True)
+        return 0
     running: list[Launch] = []
     failed = 0
     try:
         while todo or running:
+            left = None if deadline is None else deadline - time.monotonic()
             while todo and len(running) < args.jobs:
-                k, cell = todo.pop(0)
-                prepared = prepare(args, k, len(cells), cell)
-                if prepared and not args.dry_run:
-                    running.append(launch(args, *prepared))
-            for cell in [c for c in running if c.proc.poll() is not None]:
-                running.remove(cell)
-                finish(cell, cell.proc.returncode)
-                failed += cell.proc.returncode != 0  # an interrupted cell is resumed next call
+                fits = [c for c in todo if left is None or (c.estimate or 0) <= left]
+                if not fits:
+                    break
+                todo.remove(fits[0])
+                running.append(launch(args, fits[0]))
+            if left is not None and (left <= 0 or (not running and todo)):
+                print(f"--time-limit {args.time_limit} s reached: stopping the cells training "
+                      "(they are recorded as interrupted)", flush=True)  # fmt: skip
+                stop_all(running, signal.SIGINT)
+                failed += sum(r.proc.returncode not in (0, 130) for r in running)
+                running, todo = [], []
+                break
+            for run in [r for r in running if r.proc.poll() is not None]:
+                running.remove(run)
+                finish(run, run.proc.returncode)
+                failed += run.proc.returncode != 0
             if running:
                 time.sleep(0.2)
     except KeyboardInterrupt:
-        wait_all(running)
+        stop_all(running, None)
         print("interrupted: the same command resumes the cells and trains the rest", flush=True)
         return 130
     if failed:
@@ -254,7 +431,7 @@ def main(argv: list[str] | None = None) -> int:
     tr.add_argument("--envs", nargs="+", default=list(ENVS), choices=ENVS, metavar="ENV")
     tr.add_argument("--difficulties", nargs="+", default=list(DIFFICULTIES), choices=DIFFICULTIES)
     tr.add_argument("--networks", nargs="+", default=DEFAULT_NETWORKS)
-    tr.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    tr.add_argument("--seeds", nargs="+", type=int, default=DEFAULT_SEEDS)
     tr.add_argument("--variant", default=None, help="name of the overrides after --")
     tr.add_argument(
         "--stop-at",
@@ -262,7 +439,10 @@ def main(argv: list[str] | None = None) -> int:
         help="arch.target_return of every cell (default null: the whole budget, since MMER comes "
         "from the sampled training episodes, which lag the greedy eval; e.g. 0.99 to save time)",
     )
-    tr.add_argument("--out", type=Path, default=ROOT / "outputs" / "popgym_table")
+    tr.add_argument("--out", type=Path, default=ROOT / "outputs" / "popgym_table",
+                    help="where the cells' run directories go")  # fmt: skip
+    tr.add_argument("--records", type=Path, default=RECORDS,
+                    help="where the cells' records go (default results/popgym_table)")  # fmt: skip
     tr.add_argument(
         "--jobs",
         type=int,
@@ -270,51 +450,83 @@ def main(argv: list[str] | None = None) -> int:
         help="cells trained side by side, each its own process (default 1; on one GPU 4-10 "
         "small cells together use it better than one)",
     )
+    tr.add_argument("--time-limit", type=float, default=None, metavar="S",
+                    help="start only cells estimated to finish within S seconds; stop the rest "
+                    "cleanly at S")  # fmt: skip
+    tr.add_argument(
+        "--allow-changes",
+        action="store_true",
+        help="train from a tree with uncommitted changes (records the diff's hash)",
+    )
     tr.add_argument("--dry-run", action="store_true", help="print the commands only")
-    rp = sub.add_parser("report", help="write the table and the figure from the cells")
-    rp.add_argument("--out", type=Path, default=ROOT / "outputs" / "popgym_table")
+    rp = sub.add_parser("report", help="write the table and the figure from the records")
+    rp.add_argument("--records", type=Path, default=RECORDS)
     rp.add_argument("--doc", type=Path, default=ROOT / "docs" / "popgym_table.md")
     rp.add_argument("--figure", type=Path, default=ROOT / "docs" / "img" / "popgym_table.png")
     rp.add_argument(
         "--random-episodes",
         type=int,
         default=512,
-        help="episodes of the random policy per cell, computed once (0: leave the column out)",
+        help="episodes of the random policy per cell missing from random.json, computed once "
+        "(0: leave the missing ones out)",
     )
     args = parser.parse_args(argv)
     args.overrides = overrides
     if args.command == "train":
         return train_checked(parser, args)
+    if args.random_episodes < 0:
+        parser.error(f"--random-episodes {args.random_episodes}: must be 0 or more")
     from stoixlite.results.popgym_report import write_report
 
     return write_report(args)
 
 
 def train_checked(parser, args) -> int:
-    from stoixlite.cli_args import checked_run_config
+    """Check the arguments and every cell's config (one line, exit 2), then :func:`train`."""
+    from stoixlite.cli.args import checked_run_config
 
     if args.jobs < 1:
         parser.error(f"--jobs {args.jobs}: must be at least 1")
+    if args.time_limit is not None and not 0 < args.time_limit < float("inf"):
+        parser.error(f"--time-limit {args.time_limit}: must be a positive number of seconds")
     if args.overrides and not args.variant:
         parser.error("overrides after -- need --variant NAME (the cells' directory suffix)")
     if args.variant and not args.variant.replace("_", "").replace("-", "").isalnum():
         parser.error(f"--variant {args.variant!r}: letters, digits, '-' and '_' only")
     if sorted(args.seeds) != list(range(min(args.seeds), min(args.seeds) + len(args.seeds))):
         parser.error(f"--seeds {args.seeds}: consecutive seeds only (they train in one program)")
+    args.seeds = sorted(args.seeds)
+    for flag in ("out", "records"):
+        path = getattr(args, flag)
+        if path.exists() and not path.is_dir():
+            parser.error(f"--{flag} {path}: not a directory")
+    budgets = {}
     for network in args.networks:
-        job = [
-            f"env=popgym/{args.envs[0]}",
-            f"env.difficulty={args.difficulties[0]}",
-            f"network={network}",
-            f"arch.seed={min(args.seeds)}",
-            f"arch.num_seeds={len(args.seeds)}",
-            f"arch.target_return={args.stop_at}",
-            *args.overrides,
-        ]
-        _, error = checked_run_config(job)
-        if error is not None:
-            parser.error(f"network={network}: {error}")
-    return train(args)
+        for env in args.envs:
+            for difficulty in args.difficulties:
+                job = [
+                    f"env=popgym/{env}",
+                    f"env.difficulty={difficulty}",
+                    f"network={network}",
+                    f"arch.seed={min(args.seeds)}",
+                    f"arch.num_seeds={len(args.seeds)}",
+                    f"arch.target_return={args.stop_at}",
+                    *args.overrides,
+                ]
+                cfg, error = checked_run_config(job)
+                if error is not None:
+                    parser.error(f"network={network}: {error}")
+                budgets[(env, difficulty, network)] = int(cfg.arch.total_timesteps)
+                if args.time_limit is None:
+                    break  # budgets are only needed to estimate wall times
+            if args.time_limit is None:
+                break
+    if not args.dry_run and not args.allow_changes and git_state()[1] != "clean":
+        parser.error(
+            "the checkout has uncommitted changes to tracked files: commit them (a record "
+            "names the commit it ran at) or pass --allow-changes (records the diff's hash)"
+        )
+    return train(args, budgets)
 
 
 if __name__ == "__main__":

@@ -1,27 +1,33 @@
 """``scripts/popgym_table.py``: cells trained once (finished ones skipped, interrupted ones
-resumed, ones stopped before their first checkpoint restarted), failures recorded and reported
-non-zero, and a report whose numbers are the runs' own (MMER from the per-update returns)."""
+resumed, ones stopped before their first checkpoint restarted), their records written to the
+records folder and the page built from the records alone (no run directory), failures recorded
+and reported non-zero, and a report whose numbers are the runs' own: the paper's MMER from the
+100-episode window read every 65,536 steps, the per-update MMER from each update's episodes."""
 
 from __future__ import annotations
 
 import json
 import math
+import shutil
 import subprocess
 import sys
 
 import numpy as np
 from conftest import SCRIPTS, TINY
 
+from stoixlite.results.popgym_records import read_record, read_records
 from stoixlite.results.popgym_report import best_memory_model, load_cells
-from stoixlite.results.runs import seed_scores
 from stoixlite.tracking.jsonl import read_jsonl
-from stoixlite.tracking.metrics import BEST_UPDATE_KEY
+from stoixlite.tracking.metrics import BEST_UPDATE_KEY, LAST100_READ_KEY
 
 ROOT = SCRIPTS.parent
 CELL = ["--envs", "repeat_previous", "--difficulties", "easy", "--seeds", "0", "1"]
 # 3 chunks of one update of 4 envs x 64 steps: episodes (51 steps) end in every update
 TINY_CELL = [*TINY, "system.rollout_length=64", "arch.total_timesteps=768"]
 TINY_CELL += ["arch.num_evaluations=3", "logger.plot=false"]
+# 2 chunks of 2 updates of 64 envs x 512 steps (32,768): one 65,536-step reading per chunk
+READ_CELL = [*TINY, "arch.num_envs=64", "system.rollout_length=512"]
+READ_CELL += ["arch.total_timesteps=131072", "arch.num_evaluations=2", "logger.plot=false"]
 
 
 def table(*args: str) -> subprocess.CompletedProcess:
@@ -35,79 +41,97 @@ def table(*args: str) -> subprocess.CompletedProcess:
 
 
 def test_cells_train_skip_resume_and_report(tmp_path):
-    out = tmp_path / "cells"
-    args = ["train", *CELL, "--networks", "gru", "mlp", "--out", str(out), "--variant", "tiny"]
-    first = table(*args, "--jobs", "2", "--", *TINY_CELL)  # both cells side by side
+    out, records = tmp_path / "cells", tmp_path / "records"
+    args = ["train", *CELL, "--networks", "gru", "mlp", "--out", str(out), "--variant", "tiny",
+            "--records", str(records), "--allow-changes"]  # fmt: skip
+    first = table(*args, "--jobs", "2", "--", *READ_CELL)  # both cells side by side
     assert first.returncode == 0, first.stdout + first.stderr
     for network in ("gru", "mlp"):
-        cell = json.loads(
-            (out / "repeat_previous" / "easy" / f"{network}+tiny" / "cell.json").read_text()
-        )
-        assert cell["status"] == "done" and cell["seeds"] == [0, 1]
-        assert [a["exit"] for a in cell["attempts"]] == [0] and cell["attempts"][0]["wall_s"] > 0
-        assert f"network={network}" in cell["command"] and "arch.num_seeds=2" in cell["command"]
-        assert cell["attempts"][0]["jobs"] == 2 and cell["overrides"] == TINY_CELL
+        path = records / "repeat_previous" / "easy" / f"{network}+tiny.json"
+        record = read_record(path)
+        assert record["status"] == "done" and record["seeds"] == [0, 1]
+        assert record["steps"] == record["budget"] == 131072
+        (attempt,) = record["attempts"]
+        assert attempt["exit"] == 0 and attempt["wall_s"] > 0 and attempt["jobs"] == 2
+        assert attempt["tree"] == "clean" or attempt["tree"].startswith("changes ")
+        assert f"network={network}" in record["run_command"]
+        assert "arch.num_seeds=2" in record["run_command"]
+        assert record["overrides"] == READ_CELL and record["variant"] == "tiny"
+        assert record["command"].startswith("python scripts/popgym_table.py train --envs")
+        assert record["config"]["network"]["name"] == network
+        # both MMERs of each seed are the maxima of the run's own per-seed records
+        run = out / "repeat_previous" / "easy" / f"{network}+tiny"
+        logged = read_jsonl(run / "metrics_per_seed.jsonl")
+        for seed in record["per_seed"]:
+            mine = [r for r in logged if r["seed"] == seed["seed"]]
+            assert len(mine) == 2 and len(seed["curve"]["step"]) == 2
+            reads = [r[LAST100_READ_KEY] for r in mine]
+            assert all(math.isfinite(x) for x in reads)
+            assert seed["mmer_paper"] == round(max(reads), 6)
+            assert seed["mmer_update"] == round(max(r[BEST_UPDATE_KEY] for r in mine), 6)
 
-    again = table(*args, "--", *TINY_CELL)
+    again = table(*args, "--", *READ_CELL)
     assert again.returncode == 0 and again.stdout.count("done, skipped") == 2, again.stdout
 
-    # an interrupted cell (checkpoint, no cell.json) is resumed, not restarted
-    gru = out / "repeat_previous" / "easy" / "gru+tiny"
-    (gru / "cell.json").unlink()
-    dry = table(*args, "--dry-run", "--", *TINY_CELL)
-    assert f"resume={gru} arch.target_return=null" in dry.stdout, dry.stdout
-    # one stopped before its first checkpoint starts afresh
-    mlp = out / "repeat_previous" / "easy" / "mlp+tiny"
-    (mlp / "cell.json").unlink()
-    for ckpt in (mlp / "checkpoints").iterdir():
-        subprocess.run(["rm", "-r", str(ckpt)], check=True)
-    dry = table(*args, "--dry-run", "--", *TINY_CELL)
-    assert "network=mlp" in dry.stdout and f"resume={mlp}" not in dry.stdout, dry.stdout
-    assert (mlp / "metrics.jsonl").exists()  # a dry run deletes nothing
-    # one interrupted whose records came without their checkpoints is kept, not retrained
-    (mlp / "cell.json").write_text(json.dumps({"status": "interrupted", "command": "x"}))
-    kept = table(*args, "--", *TINY_CELL)
-    assert kept.returncode == 0 and "kept, not trained" in kept.stdout, kept.stdout
-    assert (mlp / "metrics.jsonl").exists() and "network=mlp" not in kept.stdout
-    (mlp / "cell.json").unlink()
-
-    # MMER of each seed is the max over its records of the best per-update training return
-    records = read_jsonl(gru / "metrics_per_seed.jsonl")
-    for score in seed_scores(gru):
-        mine = [r[BEST_UPDATE_KEY] for r in records if r["seed"] == score.seed]
-        assert len(mine) == 3 and all(math.isfinite(m) for m in mine)
-        assert score.mmer == max(mine)
-    (gru / "cell.json").write_text(json.dumps({"status": "done", "command": "x"}))
-    cells = load_cells(out)
-    assert set(cells[("repeat_previous", "easy")]) == {"gru+tiny"}  # mlp is unfinished
-    # an ablation (+variant) is listed but never the "best stoixlite" of a cell
-    assert best_memory_model(cells[("repeat_previous", "easy")]) is None
-
+    # the page needs the records only: the run directories are gone
+    shutil.rmtree(out)
     doc, fig = tmp_path / "table.md", tmp_path / "img" / "table.png"
-    report = ["report", "--out", str(out), "--doc", str(doc), "--figure", str(fig),
+    report = ["report", "--records", str(records), "--doc", str(doc), "--figure", str(fig),
               "--random-episodes", "0"]  # fmt: skip
     done = table(*report)
     assert done.returncode == 0, done.stdout + done.stderr
     text = doc.read_text()
-    mmer = np.mean([s.mmer for s in seed_scores(gru)])
-    assert f"{mmer:.3f}" in text and "gru+tiny" in text and "repeat_previous" in text
+    cells = load_cells(read_records(records))
+    assert set(cells[("repeat_previous", "easy")]) == {"gru+tiny", "mlp+tiny"}
+    # an ablation (+variant) is listed but never the "best stoixlite" of a cell
+    assert best_memory_model(cells[("repeat_previous", "easy")]) is None
+    gru = cells[("repeat_previous", "easy")]["gru+tiny"]
+    mmer = np.mean([s["mmer_paper"] for s in gru.record["per_seed"]])
+    assert f"{mmer:.3f}" in text and "gru+tiny" in text
     assert "| repeat_first | hard |" in text  # every published cell has a row, run or not
 
-    # the same run as an interrupted shipped-config cell: its MMER so far is a lower bound,
-    # shown with ">=", and a lower bound under the paper is "unfinished", not "below"
-    shipped = gru.parent / "gru"
-    gru.rename(shipped)
-    (shipped / "cell.json").write_text(json.dumps({"status": "interrupted", "command": "x"}))
-    best = best_memory_model(load_cells(out)[("repeat_previous", "easy")])
-    assert best.model == "gru" and best.partial and best.steps == 768
+    # the same record as an interrupted shipped-config cell: its MMER so far is a lower bound
+    record = gru.record | {"variant": None, "overrides": [], "status": "interrupted"}
+    shipped = records / "repeat_previous" / "easy" / "gru.json"
+    shipped.write_text(json.dumps(record | {"steps": 65536}))
+    best = best_memory_model(load_cells(read_records(records))[("repeat_previous", "easy")])
+    assert best.model == "gru" and best.partial
     partial = table(*report)
     assert partial.returncode == 0, partial.stdout + partial.stderr
     row = next(line for line in doc.read_text().splitlines()
                if line.startswith("| repeat_previous | easy | n/a |"))  # fmt: skip
-    assert f"≥ {mmer:.3f}" in row and "interrupted at" in row, row
-    assert ("unfinished" in row) == (mmer < 1.0 - 0.02) and "below GRU" not in row, row
-    assert "of 7.68e+02 (interrupted)" in doc.read_text()
+    assert f"≥ {mmer:.3f} ± " in row and "(at 0.1M)" in row, row
+    assert ("unfinished" in row) == (mmer < 1.0 - 0.02) and "below" not in row, row
+    assert "of 1.31e+05 (interrupted)" in doc.read_text()
     assert fig.exists()
+
+
+def test_interrupted_cells_resume_and_restart(tmp_path):
+    out, records = tmp_path / "cells", tmp_path / "records"
+    args = ["train", *CELL, "--networks", "gru", "mlp", "--out", str(out), "--variant", "tiny",
+            "--records", str(records), "--allow-changes"]  # fmt: skip
+    first = table(*args, "--", *TINY_CELL)
+    assert first.returncode == 0, first.stdout + first.stderr
+    # an interrupted cell with a checkpoint is resumed, not restarted
+    gru = out / "repeat_previous" / "easy" / "gru+tiny"
+    gru_record = records / "repeat_previous" / "easy" / "gru+tiny.json"
+    gru_record.write_text(json.dumps(read_record(gru_record) | {"status": "interrupted"}))
+    dry = table(*args, "--dry-run", "--", *TINY_CELL)
+    assert f"resume={gru} arch.target_return=null" in dry.stdout, dry.stdout
+    # one whose run directory is absent (its record came from elsewhere) trains afresh
+    mlp_record = records / "repeat_previous" / "easy" / "mlp+tiny.json"
+    mlp_record.write_text(json.dumps(read_record(mlp_record) | {"status": "interrupted"}))
+    shutil.rmtree(out / "repeat_previous" / "easy" / "mlp+tiny")
+    dry = table(*args, "--dry-run", "--", *TINY_CELL)
+    assert "network=mlp" in dry.stdout and "resume=" + str(out / "x") not in dry.stdout
+    # a garbled record is named in one line and replaced by training
+    mlp_record.write_text("{not json")
+    dry = table(*args, "--dry-run", "--", *TINY_CELL)
+    assert f"{mlp_record} is not a readable record" in dry.stdout, dry.stdout
+    broken = table("report", "--records", str(records), "--doc", str(tmp_path / "t.md"),
+                   "--figure", str(tmp_path / "t.png"), "--random-episodes", "0")  # fmt: skip
+    assert broken.returncode == 2 and f"{mlp_record}" in broken.stdout, broken.stdout
+    assert broken.stdout.count("\n") == 1 and "Traceback" not in broken.stderr
 
 
 def test_random_policy_matches_popgym():
@@ -156,9 +180,10 @@ def test_ctrl_c_lets_the_cell_stop_cleanly_and_records_it(tmp_path):
     import signal
     import time
 
-    out = tmp_path / "cells"
+    out, records = tmp_path / "cells", tmp_path / "records"
     many = [*TINY_CELL, "arch.total_timesteps=76800", "arch.num_evaluations=100"]
-    args = ["train", *CELL, "--networks", "gru", "mlp", "--out", str(out), "--variant", "long"]
+    args = ["train", *CELL, "--networks", "gru", "mlp", "--out", str(out), "--variant", "long",
+            "--records", str(records), "--allow-changes"]  # fmt: skip
     proc = subprocess.Popen(
         [sys.executable, str(SCRIPTS / "popgym_table.py"), *args, "--", *many],
         cwd=ROOT,
@@ -177,6 +202,83 @@ def test_ctrl_c_lets_the_cell_stop_cleanly_and_records_it(tmp_path):
     assert proc.returncode == 130, stdout
     record = json.loads((cell / "cell.json").read_text())
     assert record["status"] == "interrupted" and record["attempts"][-1]["exit"] == 130, record
+    kept = read_record(records / "repeat_previous" / "easy" / "gru+long.json")
+    assert kept["status"] == "interrupted" and 0 < kept["steps"] < kept["budget"], kept
     assert not (out / "repeat_previous" / "easy" / "mlp+long").exists(), stdout
     dry = table(*args, "--dry-run", "--", *many)
     assert f"resume={cell} arch.target_return=null" in dry.stdout, dry.stdout
+
+
+def _runner():
+    """The runner script as a module (its functions, without running it)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "popgym_table_script", SCRIPTS / "popgym_table.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_uncommitted_changes_are_named_by_their_diff_hash(tmp_path, monkeypatch):
+    runner = _runner()
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.email=a@b", "-c", "user.name=a"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    (repo / "f.py").write_text("x = 1\n")
+    subprocess.run([*git, "add", "f.py"], check=True)
+    subprocess.run([*git, "commit", "-qm", "one"], check=True)
+    monkeypatch.setattr(runner, "ROOT", repo)
+    commit, tree = runner.git_state()
+    assert tree == "clean" and len(commit) >= 7
+    (repo / "untracked.txt").write_text("not part of the tree")
+    assert runner.git_state()[1] == "clean"
+    (repo / "f.py").write_text("x = 2\n")
+    first = runner.git_state()[1]
+    (repo / "f.py").write_text("x = 3\n")
+    second = runner.git_state()[1]
+    assert first.startswith("changes ") and second.startswith("changes ") and first != second
+
+
+def test_time_limit_starts_the_cells_that_fit(tmp_path):
+    """Estimates come from the records on the same kind of machine: the same cell's
+    seconds per step, else the slowest of the same model; cells over the limit are not
+    started, known ones go first, unknown ones after."""
+    runner = _runner()
+    records = tmp_path / "records"
+    machine = runner.machine_description()
+
+    def record(env, model, wall, steps=1000):
+        path = records / env / "easy" / f"{model}.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({
+            "env": env, "difficulty": "easy", "model": model, "variant": None,
+            "status": "interrupted", "per_seed": [], "budget": 10 * steps, "steps": steps,
+            "wall_s": wall, "seeds": [0], "attempts": [{"machine": machine}],
+        }))  # fmt: skip
+
+    record("repeat_first", "gru", 10.0)  # 0.01 s per step
+    record("autoencode", "gru", 50.0)  # slowest gru: 0.05 s per step
+    rates = runner.wall_estimates([records], "GPU:" in machine)
+    cell = runner.Cell(1, "repeat_first", "easy", "gru", tmp_path / "x" / "gru", tmp_path / "r")
+    assert runner.estimate(cell, 2000, rates) == 20.0
+    other = runner.Cell(2, "higher_lower", "easy", "gru", tmp_path / "y" / "gru", tmp_path / "r")
+    assert runner.estimate(other, 2000, rates) == 100.0
+    mlp = runner.Cell(3, "higher_lower", "easy", "mlp", tmp_path / "y" / "mlp", tmp_path / "r")
+    assert runner.estimate(mlp, 2000, rates) is None
+    # the whole runner, dry, with a 60 s limit: repeat_first gru (0.01 s x its budget) does
+    # not fit; higher_lower gru, recorded at 1e-6 s per step, fits and goes first; the mlp cells
+    # (no estimate) follow in order
+    record("higher_lower", "gru", 0.001)
+    args = ["train", "--envs", "repeat_first", "higher_lower", "--difficulties", "easy",
+            "--networks", "gru", "mlp", "--records", str(records), "--out", str(tmp_path / "o"),
+            "--time-limit", "60", "--dry-run"]  # fmt: skip
+    dry = table(*args)
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    lines = dry.stdout.splitlines()
+    assert any("repeat_first easy gru: about" in line and "not started" in line for line in lines)
+    started = [line.split(": ")[0].split("] ")[1] for line in lines if "stoixlite.rec_ppo" in line]
+    assert started == ["higher_lower easy gru", "repeat_first easy mlp", "higher_lower easy mlp"]

@@ -19,6 +19,7 @@ import jax.numpy as jnp
 import optax
 
 from stoixlite.envs.types import Environment
+from stoixlite.ppo.episode_window import push_finished, reads_at, window_mean
 from stoixlite.ppo.gae import gae_advantages
 from stoixlite.ppo.loss import ppo_loss
 from stoixlite.ppo.rollout import ApplyFn, next_values, rollout, rollout_keeping
@@ -32,7 +33,12 @@ from stoixlite.ppo.sequences import (
     split_minibatches,
 )
 from stoixlite.ppo.types import LearnerState, PPOConfig, Transition
-from stoixlite.tracking.metrics import ENV_METRIC_PREFIX
+from stoixlite.tracking.metrics import (
+    ENV_METRIC_PREFIX,
+    LAST100_COUNT_KEY,
+    LAST100_KEY,
+    LAST100_READS_KEY,
+)
 
 
 def make_optimizer(cfg: PPOConfig) -> optax.GradientTransformation:
@@ -213,7 +219,13 @@ def make_update(
         metrics["loss/first_value_max_dev"] = loss_metrics["loss/value_max_dev"][0, 0]
         metrics["train/explained_variance"] = explained_variance(data.traj.value, target)
         metrics.update(episode_metrics(data.traj))
-        return state.replace(update_step=state.update_step + 1), metrics
+        episodes = push_finished(state.episodes, data.traj.episode_return, data.traj.last)
+        metrics[LAST100_KEY] = window_mean(episodes)
+        metrics[LAST100_COUNT_KEY] = episodes.count
+        metrics[LAST100_READS_KEY] = reads_at(
+            state.update_step, cfg.num_envs * cfg.rollout_length
+        ).astype(jnp.int32)
+        return state.replace(update_step=state.update_step + 1, episodes=episodes), metrics
 
     return update
 

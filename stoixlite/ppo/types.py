@@ -9,6 +9,7 @@ import jax
 from flax import struct
 
 from stoixlite.envs.types import TimeStep
+from stoixlite.ppo.episode_window import EpisodeWindow, empty_window
 
 
 @struct.dataclass
@@ -18,6 +19,8 @@ class LearnerState:
     ``timestep`` is the latest timestep of each env ``[N]``; its observation is the next input and
     ``timestep.step_type != MID`` is that input's start flag (FIRST after the initial reset, LAST
     after an auto-reset). ``carry`` is the memory state *before* that observation is consumed.
+    ``episodes`` holds the returns of the most recent finished training episodes
+    (:mod:`stoixlite.ppo.episode_window`).
     """
 
     params: Any
@@ -27,6 +30,7 @@ class LearnerState:
     carry: Any
     key: jax.Array
     update_step: jax.Array  # int32 scalar: updates done so far
+    episodes: EpisodeWindow = struct.field(default_factory=empty_window)
 
 
 @struct.dataclass

@@ -32,6 +32,7 @@ from stoixlite.envs.registry import make
 from stoixlite.envs.types import Environment
 from stoixlite.envs.wrappers import make_batched_env
 from stoixlite.networks.actor_critic import ActorCritic
+from stoixlite.ppo.episode_window import empty_window
 from stoixlite.ppo.evaluate import make_evaluator
 from stoixlite.ppo.finite import all_finite
 from stoixlite.ppo.learner import make_learn_chunk, make_optimizer, make_update
@@ -165,6 +166,7 @@ class Run:
             carry=carry,
             key=key,
             update_step=jnp.asarray(0, jnp.int32),
+            episodes=empty_window(),
         )
         return _distinct_buffers(state)
 

@@ -6,7 +6,13 @@ Stable metric names (documented in README):
 * ``train/episodes``: number of episodes finished in the chunk
 * ``train/episode_return_best_update``: the highest mean return of the episodes finished in one
   update of the chunk (updates in which no episode finished are skipped; NaN when none did).
-  Its maximum over a run is the POPGym paper's MMER (max mean episodic return)
+  Its maximum over a run is the per-update MMER (max mean episodic return)
+* ``train/episode_return_last100``: RLlib's ``episode_reward_mean``, the mean return of the 100
+  most recent finished training episodes at the end of the chunk (NaN until one finished;
+  :mod:`stoixlite.ppo.episode_window`)
+* ``train/episode_return_last100_best_read``: the highest ``train/episode_return_last100`` read
+  at the end of a 65,536-step training iteration within the chunk (NaN when the chunk holds no
+  reading point). Its maximum over a run is the POPGym paper's MMER, measured its way
 * ``train/invalid_actions``: fraction of rollout steps whose action was invalid (docs/envs.md)
 * ``train/env/<name>``: the env's own episode statistics (``extras["episode_metrics"]``, e.g.
   Craftax's ``train/env/achievements`` and ``train/env/achievement/<name>``), mean over the
@@ -33,6 +39,13 @@ _SUM_KEYS = ("train/episodes",)
 SEED_STD_KEYS = ("eval/episode_return", "train/episode_return")
 _WEIGHTED_KEYS = ("train/episode_return", "train/episode_length")
 BEST_UPDATE_KEY = "train/episode_return_best_update"
+# The window of the last 100 finished episodes (stoixlite.ppo.episode_window): its mean after each
+# update, how many episodes it held (0 to 100) and whether the update ended a 65,536-step
+# iteration (0/1). The last two are device-side helpers, folded into the two keys below.
+LAST100_KEY = "train/episode_return_last100"
+LAST100_COUNT_KEY = "train/episode_window_count"
+LAST100_READS_KEY = "train/episode_window_reads"
+LAST100_READ_KEY = "train/episode_return_last100_best_read"
 # Prefix of the env-provided episode statistics (weighted by episodes like the return).
 ENV_METRIC_PREFIX = "train/env/"
 
@@ -48,10 +61,17 @@ def summarize_chunk(stacked: dict[str, Any]) -> dict[str, float]:
     Episode statistics (return, length, ``train/env/*``) are weighted by the number of episodes
     finished in each update (NaN when none finished); counts are summed; everything else is
     averaged. ``train/episode_return`` also gives ``train/episode_return_best_update``, the
-    maximum of its per-update values over the updates in which an episode finished.
+    maximum of its per-update values over the updates in which an episode finished; the episode
+    window's per-update values give :data:`LAST100_KEY` and :data:`LAST100_READ_KEY`.
     """
     host = {k: np.asarray(v, dtype=np.float64) for k, v in stacked.items()}
     out: dict[str, float] = {}
+    if LAST100_KEY in host:
+        out.update(
+            _last100(
+                host.pop(LAST100_KEY), host.pop(LAST100_COUNT_KEY), host.pop(LAST100_READS_KEY)
+            )
+        )
     episodes = host.get("train/episodes")
     for key, value in host.items():
         if key in _SUM_KEYS:
@@ -67,6 +87,17 @@ def summarize_chunk(stacked: dict[str, Any]) -> dict[str, float]:
         else:
             out[key] = float(value.mean())
     return out
+
+
+def _last100(mean: np.ndarray, count: np.ndarray, reads: np.ndarray) -> dict[str, float]:
+    """:data:`LAST100_KEY` at the chunk's end and :data:`LAST100_READ_KEY` from the per-update
+    window means ``[U]``, the episodes they held ``[U]`` and the reading flags ``[U]``."""
+    held = count > 0
+    read = mean[held & (reads > 0)]
+    return {
+        LAST100_KEY: float(mean[-1]) if held[-1] else math.nan,
+        LAST100_READ_KEY: float(read.max()) if read.size else math.nan,
+    }
 
 
 def summarize_eval(result: dict[str, Any]) -> dict[str, float]:

@@ -1,0 +1,214 @@
+"""The POPGym table's records: one small JSON file per trained cell, kept in the repository.
+
+``results/popgym_table/<env>/<difficulty>/<model>[+<variant>].json`` holds everything the table
+shows about a cell, so that ``scripts/popgym_table.py report`` rebuilds docs/popgym_table.md from
+the records alone (run directories, checkpoints and the machines that trained them are not
+needed):
+
+* ``env``, ``difficulty``, ``model``, ``variant`` (``null`` for the shipped configs) and the
+  ``overrides`` a variant ran with; ``status`` (``done``, ``interrupted``, ``failed``);
+* ``command``: the runner command that trains this cell again; ``run_command``: the
+  ``python -m stoixlite.rec_ppo`` command it issued (paths relative to the repository);
+* ``budget`` (``arch.total_timesteps``), ``steps`` trained per seed, ``seeds``;
+* ``attempts``: per training process its start (UTC), the commit, ``tree`` (``clean``, or
+  ``changes <sha256 of git diff HEAD, 12 hex>`` when it ran from a tree with uncommitted
+  changes), the machine, the cells trained side by side (``jobs``), exit code and wall seconds;
+* ``wall_s``: the run's own clock over all attempts (compile and evaluations included);
+* ``per_seed``: ``seed``, ``steps``, ``mmer_paper`` (the paper's statistic: the mean return of
+  the last 100 finished training episodes, read every 65,536 steps, maximised over training;
+  :mod:`stoixlite.ppo.episode_window`), ``mmer_update`` (the mean return of the episodes
+  finished in one update, maximised), ``final_eval`` and ``best_eval``, and ``curve``: per
+  logged chunk ``step``, ``train_return`` (mean return of the chunk's episodes), ``last100``
+  and ``eval_return``, thinned to at most :data:`CURVE_POINTS` points;
+* ``config``: the run's resolved ``config.yaml``.
+
+Numbers are rounded to 6 decimals (far below the seeds' spread) to keep the files small.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import OmegaConf
+
+from stoixlite.results.runs import EVAL_KEY, RunReadError, curve, read_jsonl, run_config
+from stoixlite.results.runs import seed_records as run_seed_records
+from stoixlite.tracking.metrics import BEST_UPDATE_KEY, LAST100_KEY, LAST100_READ_KEY
+
+SCHEMA = 1
+CURVE_POINTS = 300
+RANDOM_FILE = "random.json"
+STATUSES = ("done", "interrupted", "failed")
+
+
+class RecordError(ValueError):
+    """A record cannot be read or is not a POPGym table record (one line naming the file)."""
+
+
+def record_name(model: str, variant: str | None) -> str:
+    """``<model>`` or ``<model>+<variant>``: a cell's model column and file stem."""
+    return f"{model}+{variant}" if variant else model
+
+
+def record_path(root: Path, env: str, difficulty: str, model: str, variant: str | None) -> Path:
+    """Where a cell's record lives below ``root``."""
+    return root / env / difficulty / f"{record_name(model, variant)}.json"
+
+
+def _round(value: Any) -> float | None:
+    """A float rounded to 6 decimals; ``None`` for NaN/inf (JSON has no NaN)."""
+    if value is None:
+        return None
+    value = float(value)
+    return round(value, 6) if math.isfinite(value) else None
+
+
+def _floats(values: np.ndarray) -> list[float | None]:
+    return [_round(v) for v in values]
+
+
+def _max(values: np.ndarray) -> float | None:
+    values = values[np.isfinite(values)]
+    return _round(values.max()) if values.size else None
+
+
+def _last(values: np.ndarray) -> float | None:
+    values = values[np.isfinite(values)]
+    return _round(values[-1]) if values.size else None
+
+
+def thin(length: int, points: int = CURVE_POINTS) -> np.ndarray:
+    """Indices of at most ``points`` of ``length`` entries, evenly spaced, first and last kept."""
+    if length <= points:
+        return np.arange(length)
+    return np.unique(np.linspace(0, length - 1, points).round().astype(int))
+
+
+def seed_entry(seed: int, records: list[dict]) -> dict:
+    """The record of one seed from its metrics records (one per logged chunk)."""
+    steps, evals = curve(records, EVAL_KEY)
+    _, train = curve(records, "train/episode_return")
+    _, last100 = curve(records, LAST100_KEY)
+    _, best_update = curve(records, BEST_UPDATE_KEY)
+    _, reads = curve(records, LAST100_READ_KEY)
+    keep = thin(len(records))
+    return {
+        "seed": seed,
+        "steps": int(steps[-1]) if steps.size else 0,
+        "mmer_paper": _max(reads),
+        "mmer_update": _max(best_update),
+        "final_eval": _last(evals),
+        "best_eval": _max(evals),
+        "curve": {
+            "step": [int(s) for s in steps[keep]],
+            "train_return": _floats(train[keep]),
+            "last100": _floats(last100[keep]),
+            "eval_return": _floats(evals[keep]),
+        },
+    }
+
+
+def record_from_run(run_dir: Path, cell: dict) -> dict:
+    """A cell's record from its run directory and the runner's bookkeeping ``cell`` (keys
+    ``env``, ``difficulty``, ``model``, ``variant``, ``overrides``, ``status``, ``command``,
+    ``run_command``, ``seeds``, ``attempts``). Raises :class:`RunReadError` naming a file the
+    run directory holds unreadably."""
+    config = OmegaConf.to_container(run_config(run_dir), resolve=True)
+    seeds = list(cell["seeds"])
+    per_seed = [
+        seed_entry(seeds[k] if k < len(seeds) else k, records)
+        for k, records in enumerate(run_seed_records(run_dir))
+    ]
+    metrics = read_jsonl(run_dir / "metrics.jsonl") if (run_dir / "metrics.jsonl").exists() else []
+    wall = float(metrics[-1].get("time/elapsed_s") or math.nan) if metrics else math.nan
+    return {
+        "schema": SCHEMA,
+        **{key: cell[key] for key in ("env", "difficulty", "model", "variant", "overrides")},
+        "status": cell["status"],
+        "command": cell["command"],
+        "run_command": cell["run_command"],
+        "budget": int(float(config["arch"]["total_timesteps"])),
+        "steps": max((s["steps"] for s in per_seed), default=0),
+        "seeds": seeds,
+        "attempts": cell["attempts"],
+        "wall_s": _round(wall),
+        "per_seed": per_seed,
+        "config": config,
+    }
+
+
+def write_record(path: Path, record: dict) -> None:
+    """Write a record atomically (a temporary file renamed over it), parents created."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def read_record(path: Path) -> dict:
+    """One record; :class:`RecordError` naming the file when it is unreadable or malformed."""
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise RecordError(f"{path} is not a readable record: {reason}") from None
+    required = ("env", "difficulty", "model", "status", "per_seed", "attempts", "budget")
+    missing = [key for key in required if not isinstance(record, dict) or key not in record]
+    if missing:
+        raise RecordError(f"{path} is not a POPGym table record: it lacks {', '.join(missing)}")
+    if record["status"] not in STATUSES:
+        raise RecordError(f"{path}: status {record['status']!r} is not one of {STATUSES}")
+    return record
+
+
+def read_records(root: Path) -> list[dict]:
+    """Every record below ``root`` (``<env>/<difficulty>/<model>.json``), sorted by path."""
+    return [read_record(path) for path in sorted(root.glob("*/*/*.json"))]
+
+
+def read_randoms(root: Path) -> dict[str, float]:
+    """``{"env/difficulty": mean return}`` of the random policy (``<root>/random.json``; empty
+    when there is none). :class:`RecordError` naming the file when it is unreadable."""
+    path = root / RANDOM_FILE
+    if not path.exists():
+        return {}
+    try:
+        cache = json.loads(path.read_text())
+        return {str(k): float(v) for k, v in cache.items()}
+    except (OSError, ValueError, AttributeError, TypeError) as err:
+        reason = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise RecordError(f"{path} is not a readable random-policy file: {reason}") from None
+
+
+def write_randoms(root: Path, randoms: dict[str, float]) -> str | None:
+    """Write ``<root>/random.json``; ``None``, or one line saying why it could not be written."""
+    path = root / RANDOM_FILE
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(
+            json.dumps({k: _round(v) for k, v in randoms.items()}, indent=1, sort_keys=True) + "\n"
+        )
+        os.replace(tmp, path)
+    except OSError as err:
+        return f"cannot write {path}: {err.strerror or err}"
+    return None
+
+
+__all__ = [
+    "RecordError",
+    "RunReadError",
+    "read_randoms",
+    "read_record",
+    "read_records",
+    "record_from_run",
+    "record_name",
+    "record_path",
+    "write_randoms",
+    "write_record",
+]
