@@ -128,10 +128,15 @@ def test_relative_links_resolve(path):
 
 @pytest.mark.parametrize("path", PAGES, ids=page_id)
 def test_sections_named_in_prose_exist(path):
+    lines = [(number, line) for number, line, fenced in prose_lines(path) if not fenced]
+    missing = missing_sections(lines)
+    assert not missing, f"{page_id(path)}: " + "; ".join(missing)
+
+
+def missing_sections(lines) -> list[str]:
+    """``page.md, "Heading"`` references among ``(number, text)`` lines whose heading is gone."""
     missing = []
-    for number, line, fenced in prose_lines(path):
-        if fenced:
-            continue
+    for number, line in lines:
         for page, section in SECTION_REF.findall(line):
             target = ROOT / "README.md" if page == "README" else ROOT / "docs" / Path(page).name
             if not target.exists():
@@ -140,7 +145,24 @@ def test_sections_named_in_prose_exist(path):
             texts = [re.sub(r"`", "", t).lower() for t in headings(target)[0]]
             if not any(t.startswith(section.lower()) for t in texts):
                 missing.append(f'line {number}: {page}, "{section}" (no such heading)')
-    assert not missing, f"{page_id(path)}: " + "; ".join(missing)
+    return missing
+
+
+CODE = [
+    path
+    for folder in ("configs", "stoixlite", "scripts", "tests")
+    for path in sorted((ROOT / folder).rglob("*"))
+    if path.suffix in {".py", ".yaml"} and path.name != "test_docs.py"
+]
+
+
+def test_sections_named_in_code_and_configs_exist():
+    """Docstrings, comments and configs name doc sections the same way; they must exist too."""
+    missing = []
+    for path in CODE:
+        lines = enumerate(path.read_text().splitlines(), 1)
+        missing += [f"{page_id(path)} {m}" for m in missing_sections(lines) if ".md" in m]
+    assert not missing, "; ".join(missing)
 
 
 @cache
