@@ -41,7 +41,7 @@ FILE_SUFFIXES = {"py", "yaml", "md", "json", "jsonl", "txt", "png"}
 
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 FENCE = re.compile(r"^\s*(```|~~~)")
-SECTION_REF = re.compile(r"\b((?:docs/)?[a-z_]+\.md|README)\)?,? \"([^\"]+)\"")
+SECTION_REF = re.compile(r"\b((?:docs/)?[a-z_]+\.md|README)\)?,? \(?\"([^\"]+)\"")
 OPTION = re.compile(
     r"(?<![\w./-])\+?(network|env|logger|distributed|protocol|checkpoint|arch|system|"
     r"hydra/launcher|hydra/sweeper|hydra/callbacks)=([A-Za-z0-9_./,-]+)"
