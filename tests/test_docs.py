@@ -10,7 +10,8 @@ docs/*.md), without importing JAX programs or compiling anything:
   ``network.chrono_period``, ``logger.wandb.project``) is a field of the typed config or a key
   of the group's YAML files;
 * every ``scripts/<name>.py`` named exists, and every ``--flag`` given to it (or to
-  ``python -m stoixlite.evaluate``) is defined by that program;
+  ``python -m stoixlite.evaluate``) is defined by that program; every file of ``stoixlite/``,
+  ``tests/`` or ``configs/`` named exists;
 * every registered env is named in docs/envs.md and every memory model in
   docs/memory_models.md;
 * no page is longer than 400 lines, and no page uses words that mean nothing to a user.
@@ -281,6 +282,23 @@ def test_scripts_and_their_flags_exist(path):
                 if f'"{flag}"' not in source and f"'{flag}'" not in source:
                     unknown.append(f"line {number}: {programs[0]} {flag}")
     assert not unknown, f"{page_id(path)}: " + "; ".join(unknown)
+
+
+REPO_PATH = re.compile(
+    r"(?<![\w/.<-])((?:stoixlite|tests|scripts|configs)/[\w./-]*\.(?:py|yaml))\b"
+)
+
+
+@pytest.mark.parametrize("path", PAGES, ids=page_id)
+def test_files_named_exist(path):
+    """``tests/test_x.py``, ``stoixlite/...py``, ``configs/...yaml`` named on a page exist."""
+    missing = [
+        f"line {number}: {name}"
+        for number, line, _ in prose_lines(path)
+        for name in REPO_PATH.findall(line)
+        if not (ROOT / name).exists() and not any(e in name for e in ("my_", "toy/", "mine/"))
+    ]
+    assert not missing, f"{page_id(path)} names files that do not exist: " + "; ".join(missing)
 
 
 @pytest.mark.parametrize("path", PAGES, ids=page_id)
