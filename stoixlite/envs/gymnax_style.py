@@ -1,7 +1,7 @@
 """Any env with gymnax's functional API as a stoixlite :class:`Environment`: the one adapter
 behind ``gymnax/*`` (:mod:`stoixlite.envs.gymnax_adapter`) and ``craftax/*``
 (:mod:`stoixlite.envs.craftax_adapter`), and the base class for adding such an env in one file
-(docs/envs.md, "Adding a JAX env in one file").
+(docs/extending.md, "Adding a JAX env in one file").
 
 The wrapped object (``functional``) provides, as gymnax environments do::
 

@@ -2,7 +2,7 @@
 
 Source: Morad, Kortvelesy, Bettini, Liwicki, Prorok, "POPGym: Benchmarking Partially Observable
 Reinforcement Learning", ICLR 2023, appendix table of MMER (max mean episodic return, mean over 3
-trials, 15M env steps, RLlib PPO), as transcribed in the project's issue tracker; the docs
+trials, 15M env steps, RLlib PPO), transcribed by hand from that table; the docs
 (docs/popgym_table.md) say so next to every number. The paper calls ``position_only_cartpole``
 "StatelessCartPole" and ``noisy_position_only_cartpole`` "NoisyStatelessCartPole". Envs without
 a row here (battleship, concentration, minesweeper, the labyrinths, the pendulums,

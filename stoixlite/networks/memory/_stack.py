@@ -116,7 +116,7 @@ class ScannedStack(CellStack):
     scan: str = "auto"  # auto | associative | sequential (see scan.resolve_strategy)
     # Class constant: True for models whose sequential strategy is a chunkwise-parallel form
     # (linear attention, mLSTM), faster than their associative scan on the CPU and on an H100
-    # (docs/benchmarks.md, "GPU check of the chunkwise forms"): "auto" picks it on every backend.
+    # (docs/benchmarks.md, "GPU: one NVIDIA H100"): "auto" picks it on every backend.
     auto_sequential = False
 
     def setup(self) -> None:

@@ -14,7 +14,7 @@ with the next step's reset flags), which also accumulates the decay's gradient a
 elements' gradient over repeats (FFM's element is the same for its ``c`` contexts). JAX's own
 transpose of the resettable monoid scan keeps the broadcast reset predicate and both branches
 of the ``where`` for every step, and its loops run several kernels per step; measured in
-docs/benchmarks.md ("FFM, LRU and S5: the decay scan").
+docs/benchmarks.md ("What the speed-ups were worth").
 
 Gradients follow JAX's convention for complex values (cotangents of complex-linear maps are
 transposed, not conjugated), so they equal ``jax.grad`` of the plain recurrence
