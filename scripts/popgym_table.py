@@ -464,6 +464,14 @@ def main(argv: list[str] | None = None) -> int:
     rp.add_argument("--doc", type=Path, default=ROOT / "docs" / "popgym_table.md")
     rp.add_argument("--figure", type=Path, default=ROOT / "docs" / "img" / "popgym_table.png")
     rp.add_argument(
+        "--readme",
+        type=Path,
+        default=ROOT / "README.md",
+        help="the file whose POPGym summary block is rewritten (default README.md)",
+    )
+    rp.add_argument("--no-readme", dest="readme", action="store_const", const=None,
+                    help="leave the README alone")  # fmt: skip
+    rp.add_argument(
         "--random-episodes",
         type=int,
         default=512,

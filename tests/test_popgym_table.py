@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 from conftest import SCRIPTS, TINY
 
 from stoixlite.results.popgym_records import read_record, read_records
@@ -282,3 +283,26 @@ def test_time_limit_starts_the_cells_that_fit(tmp_path):
     assert any("repeat_first easy gru: about" in line and "not started" in line for line in lines)
     started = [line.split(": ")[0].split("] ")[1] for line in lines if "stoixlite.rec_ppo" in line]
     assert started == ["higher_lower easy gru", "repeat_first easy mlp", "higher_lower easy mlp"]
+
+
+@pytest.mark.slow  # trains for the whole limit (150 s)
+def test_time_limit_stops_the_training_cells_and_records_them(tmp_path):
+    """At ``--time-limit`` the cells still training get Ctrl-C, stop cleanly and are recorded
+    as interrupted; the runner exits 0 (nothing failed) and starts nothing more."""
+    import time
+
+    out, records = tmp_path / "cells", tmp_path / "records"
+    long = [*TINY_CELL, "arch.total_timesteps=7680000", "arch.num_evaluations=10000"]
+    start = time.monotonic()
+    run = table("train", *CELL, "--networks", "gru", "mlp", "--out", str(out), "--variant",
+                "long", "--records", str(records), "--allow-changes", "--time-limit", "150",
+                "--", *long)  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert time.monotonic() - start < 600
+    assert "--time-limit 150.0 s reached" in run.stdout, run.stdout
+    path = records / "repeat_previous" / "easy" / "gru+long.json"
+    assert path.exists(), run.stdout
+    record = read_record(path)
+    assert record["status"] == "interrupted" and record["attempts"][-1]["exit"] == 130
+    assert 0 < record["steps"] < record["budget"]
+    assert not (records / "repeat_previous" / "easy" / "mlp+long.json").exists()

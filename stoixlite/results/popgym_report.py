@@ -376,7 +376,9 @@ short noisy episodes and lower where few episodes end in an update. **final eval
 evaluation (64 episodes, greedy or sampled as the env's config says). **random**: the uniformly
 random policy (512 episodes of the JAX port). A cell marked *interrupted* (≥) was stopped before
 its budget: its MMER is a lower bound. Cells named `model+variant` ran with the overrides in
-their record (ablations); the summary columns use the shipped configs only. Statistics: {label}.
+their record (ablations); the summary columns use the shipped configs only.
+
+Statistics: {label}.
 
 ## What differs from the paper
 
@@ -385,7 +387,7 @@ their record (ablations); the summary columns use the shipped configs only. Stat
   number where the paper has none (—). The paper calls `position_only_cartpole`
   "StatelessCartPole" and `noisy_position_only_cartpole` "NoisyStatelessCartPole".
 - **Budgets**: each cell trains the budget its shipped config gives (`arch.total_timesteps`,
-  2M to 15M steps, in each record), not always the paper's 15M.
+  {budgets}), not the paper's 15M.
 - **Batch sizes and settings**: stoixlite's PPO defaults (64 envs x 128 steps = 8,192 steps per
   update, 4 epochs x 4 minibatches, whole-rollout BPTT, lr 2.5e-4 annealed; per-env and
   per-(env, model) defaults in `configs/env/popgym/` and `configs/env_network/popgym/`), where the
@@ -394,10 +396,13 @@ their record (ablations); the summary columns use the shipped configs only. Stat
   paper's 256-wide memory with 128-wide embeddings.
 - **Episode horizon**: the paper's RLlib runs cut every episode at 1,024 steps; stoixlite keeps
   each env's own episode length.
-- **Env fixes since the paper**: count_recall's action space and minesweeper's episode length
-  follow today's popgym (docs/envs.md), so those cells are not the paper's task exactly.
-- **Seeds**: the table reports seeds 10, 11 and 12. The shipped configs were tuned on seeds
-  0-2 and 100 and up, never on 10-12.
+- **Env fixes since the paper**: the ports equal popgym 1.0.7 (docs/envs.md), whose
+  count_recall action space and minesweeper episode length changed after the paper, so those
+  cells are not the paper's task exactly.
+- **Seeds**: the table reports seeds 10, 11 and 12 (the runner's default). The shipped configs
+  were chosen in experiments on seeds 0-2; seeds 10-12 were never used to choose a setting.
+
+## Where the records came from
 """
 
 
@@ -417,10 +422,20 @@ def wall_lines(cells: Cells) -> list[str]:
     ]
 
 
+def budget_text(cells: Cells) -> str:
+    """The budgets of the records, in millions of steps."""
+    budgets = sorted({m.budget for models in cells.values() for m in models.values()})
+    if not budgets:
+        return "in each record"
+    low, high = budgets[0] / 1e6, budgets[-1] / 1e6
+    span = f"{low:g}M" if low == high else f"{low:g}M to {high:g}M steps"
+    return f"{span} among the records here"
+
+
 def render(cells: Cells, randoms: dict[str, float], figure_rel: str | None) -> str:
     commands = sorted({m.record["command"] for models in cells.values() for m in models.values()})
     parts = [
-        INTRO.format(label=LABEL),
+        INTRO.format(label=LABEL, budgets=budget_text(cells)),
         *provenance(cells),
         "",
         "## Where the cells stand",
@@ -478,8 +493,8 @@ def write_report(args) -> int:
     except RecordError as err:
         print(f"error: {err}")
         return 2
-    if not cells:
-        print(f"error: no records below {args.records} (train some cells first)")
+    if not args.records.is_dir():
+        print(f"error: --records {args.records} is not a directory")
         return 2
     missing = [(e, d) for e in ENVS for d in DIFFICULTIES if f"{e}/{d}" not in randoms]
     if missing and args.random_episodes > 0:
@@ -494,6 +509,8 @@ def write_report(args) -> int:
             return 2
     try:
         drawn = figure(cells, args.figure)
+        if not drawn and args.figure.exists():
+            args.figure.unlink()  # a figure of records no longer there
     except OSError as err:
         print(f"error: cannot write --figure {args.figure}: {err.strerror or err}")
         return 2
@@ -508,5 +525,63 @@ def write_report(args) -> int:
     except OSError as err:
         print(f"error: cannot write --doc {args.doc}: {err.strerror or err}")
         return 2
-    print(f"wrote {args.doc}" + (f" and {args.figure}" if drawn else ""))
+    wrote = [str(args.doc)] + ([str(args.figure)] if drawn else [])
+    if args.readme is not None:
+        image = None
+        if drawn:
+            try:
+                image = str(args.figure.resolve().relative_to(args.readme.resolve().parent))
+            except ValueError:
+                image = str(args.figure)
+        error = update_readme(args.readme, readme_block(cells, image))
+        if error:
+            print(f"error: {error}")
+            return 2
+        wrote.append(str(args.readme))
+    print("wrote " + ", ".join(wrote))
     return 0
+
+
+README_START = "<!-- popgym-table: made by scripts/popgym_table.py report; do not edit -->"
+README_END = "<!-- popgym-table: end -->"
+
+
+def readme_block(cells: Cells, image: str | None = None) -> str:
+    """The README's summary of the published cells (between :data:`README_START` and
+    :data:`README_END`), made from the same records as the page; ``image``: the figure's path
+    relative to the README, shown when given."""
+    lines = [
+        README_START,
+        "| env | difficulty | mlp | our gru | our best (model) | paper GRU | paper best |",
+        "|---|---|---:|---:|---|---:|---|",
+    ]
+    for env, difficulty in [(e, d) for d in DIFFICULTIES for e in PAPER]:
+        models = cells.get((env, difficulty), {})
+        best = best_memory_model(models)
+        paper = PAPER[env][difficulty]
+        best_text = f"{_mmer(best)} ({best.model})" if best else "not run"
+        lines.append(
+            f"| {env} | {difficulty} | {_mmer(models.get('mlp'))} | {_mmer(models.get('gru'))} "
+            f"| {best_text} | {_num(paper.gru)} | {_num(paper.best)} ({paper.best_model}) |"
+        )
+    lines += ["", *target_lines(cells)]
+    if image:
+        lines += ["", f"![stoixlite against the POPGym paper, per cell]({image})"]
+    lines.append(README_END)
+    return "\n".join(lines)
+
+
+def update_readme(path: Path, block: str) -> str | None:
+    """Replace the block between the markers in ``path``; ``None``, or one line saying why not."""
+    try:
+        text = path.read_text()
+    except OSError as err:
+        return f"cannot read --readme {path}: {err.strerror or err}"
+    start, end = text.find(README_START), text.find(README_END)
+    if start < 0 or end < start:
+        return f"--readme {path} has no block between {README_START!r} and {README_END!r}"
+    try:
+        path.write_text(text[:start] + block + text[end + len(README_END) :])
+    except OSError as err:
+        return f"cannot write --readme {path}: {err.strerror or err}"
+    return None
