@@ -235,6 +235,8 @@ def target_lines(cells: Cells) -> list[str]:
             best_meets.append((env, difficulty))
         else:
             note = ", interrupted" if best.partial else ""
+            missing = [m for m in COLUMNS if m not in MEMORYLESS and m not in models]
+            note += f"; {', '.join(missing)} not run yet" if missing else ""
             below.append(f"{env} {difficulty} ({best.model} {mean:.3f} vs {paper.gru:.3f}{note})")
         if above_best(best, paper):
             above.append(f"{env} {difficulty} ({best.model} {mean:.3f} vs {paper.best:.3f})")
