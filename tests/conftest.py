@@ -17,10 +17,10 @@ os.environ.setdefault("WANDB_SILENT", "true")
 # compile time by about a third (numerics are checked to the same tolerances; set the variable to
 # 0 to test the optimised programs). Inherited by the tests' subprocesses.
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
-# Programs that several test processes compile (the two pytest-xdist workers, which may both set
-# up a module's fixture, and the subprocesses of the CLI tests) are compiled once per test run:
-# JAX's persistent compilation cache in a directory of this run, removed when it ends. The first
-# process (pytest itself) creates it; the workers and subprocesses inherit the variable. A
+# Programs that several test processes compile (the pytest-xdist workers, and the subprocesses of
+# the CLI, launcher and multi-device tests) are compiled once per test run: JAX's persistent
+# compilation cache in a directory of this run, removed when it ends. The first process (pytest
+# itself) creates it; the workers and subprocesses inherit the variable. A
 # JAX_COMPILATION_CACHE_DIR of your own is used instead (and kept).
 if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
     _JAX_CACHE = tempfile.mkdtemp(prefix="stoixlite-tests-jax-cache-")
