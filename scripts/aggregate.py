@@ -39,7 +39,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from stoixlite.cli_args import OneLineArgumentParser, fail, output_dir_error  # noqa: E402
+from stoixlite.cli.args import OneLineArgumentParser, fail, output_dir_error  # noqa: E402
 from stoixlite.results.runs import (  # noqa: E402
     Curve,
     RunReadError,

@@ -106,7 +106,7 @@ REFERENCE_ROWS = [
             ("mlp", 128, "width 128"),
         )
     ),
-    # The memoroids at ppo.py's widths (issue 15: "at the same widths as that row"): no encoder,
+    # The memoroids at ppo.py's widths, to compare like with like against that row: no encoder,
     # a 64-wide memory, then separate-head 2 x 64 tanh MLPs, against the feedforward row.
     *(
         {

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 from types import ModuleType
 
@@ -14,6 +17,16 @@ os.environ.setdefault("WANDB_SILENT", "true")
 # compile time by about a third (numerics are checked to the same tolerances; set the variable to
 # 0 to test the optimised programs). Inherited by the tests' subprocesses.
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
+# Programs that several test processes compile (the pytest-xdist workers, and the subprocesses of
+# the CLI, launcher and multi-device tests) are compiled once per test run: JAX's persistent
+# compilation cache in a directory of this run, removed when it ends. The first process (pytest
+# itself) creates it; the workers and subprocesses inherit the variable. A
+# JAX_COMPILATION_CACHE_DIR of your own is used instead (and kept).
+if "JAX_COMPILATION_CACHE_DIR" not in os.environ:
+    _JAX_CACHE = tempfile.mkdtemp(prefix="stoixlite-tests-jax-cache-")
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = _JAX_CACHE
+    atexit.register(shutil.rmtree, _JAX_CACHE, ignore_errors=True)
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0.2")
 
 import pytest  # noqa: E402
 from hydra import compose, initialize_config_dir  # noqa: E402
@@ -23,8 +36,14 @@ from stoixlite.cli.configs import CONFIG_DIR  # noqa: E402
 from stoixlite.cli.process import setup_process  # noqa: E402
 from stoixlite.config.parse import parse  # noqa: E402
 from stoixlite.config.schema import RunConfig  # noqa: E402
+from stoixlite.run import build  # noqa: E402
 
 setup_process()  # the tests run what the entry points run, in a process set up like theirs
+
+# The built runs this process keeps (stoixlite.run.build: a run whose config compiles the same as
+# a kept one reuses its programs): the entry points keep the last 2, the tests, whose few tiny
+# configs recur across files, keep more.
+build._CACHE_SIZE = 16
 
 # A tiny but complete training configuration: fast to compile and run.
 TINY = [

@@ -1,4 +1,4 @@
-"""Bad inputs as a new user makes them (issue 12): each is one line on stderr, no traceback, a
+"""Bad inputs as a new user makes them: each is one line on stderr, no traceback, a
 non-zero exit, and no change to any file of an existing run directory.
 
 The table grows with every defect found: add the input, the words its line must contain and the
@@ -139,7 +139,7 @@ BAD_INPUTS: list[tuple[list[str], str, int]] = [
     (["arch.num_envs=[1,2"], "no viable alternative at input '[1,2'", CONFIG),
     (["system.rollout_carries=every-step"], "choose one of ['auto', 'every_step'", CONFIG),
     (["system.rollout_carries=3"], "system.rollout_carries=3 is invalid", CONFIG),
-    # sizes beyond int32, memory settings that used to fail late (audit of 2026-11-25)
+    # sizes beyond int32, memory settings that used to fail late (after compiling)
     (["arch.seed=1e100"], "arch.seed=1e+100 is invalid: must be an integer in [0,", CONFIG),
     (["arch.num_seeds=1e100"], "arch.num_seeds=1e+100 is invalid", CONFIG),
     (["arch.total_timesteps=1e100"], "arch.total_timesteps=1e+100 is invalid", CONFIG),
@@ -160,7 +160,7 @@ BAD_INPUTS: list[tuple[list[str], str, int]] = [
         CONFIG,
     ),
     (["hydra.run.dir=/proc/stoixlite_run"], "hydra.run.dir=/proc/stoixlite_run is invalid", CONFIG),
-    # inputs that were not one line (issue 38)
+    # inputs whose error used to take more than one line
     (
         ["env=sets/card_table", "env.kwargs=5"],
         "env.kwargs=5 is invalid: must be a mapping of sets/card_table's keyword arguments",
@@ -199,7 +199,7 @@ BAD_INPUTS: list[tuple[list[str], str, int]] = [
     (["resume={run}", "arch.num_envs=3"], "must divide arch.num_envs=3", CONFIG),
 ]
 
-# Every typed key with a value of the wrong type or out of range (issue 38): the line names the
+# Every typed key with a value of the wrong type or out of range: the line names the
 # key and the value as the typed parse read it (1e400 is read as inf).
 _INT_KEYS = (
     *("arch.num_envs", "arch.num_eval_envs", "arch.eval_max_steps", "arch.num_seeds"),
@@ -526,7 +526,7 @@ def test_the_training_loop_refuses_a_directory_that_holds_a_run(dirs):
 
 def test_a_full_disk_while_checkpointing_is_one_line(dirs, capsys, monkeypatch, tmp_path):
     """TensorStore reports a full disk as ``ValueError('RESOURCE_EXHAUSTED: ...')``, not as an
-    ``OSError`` (issue 38): the checkpoint writer fails that way from the second checkpoint on.
+    ``OSError``: the checkpoint writer fails that way from the second checkpoint on.
     One line naming the directory, the full disk and the checkpoint kept; the partial
     checkpoint's temporary directory is removed; resume continues from the kept one."""
     from orbax.checkpoint._src.serialization import serialization
@@ -577,8 +577,9 @@ def _stopped_while_compiling(run_dir: Path, capsys, monkeypatch) -> None:
 def test_the_same_command_after_a_stop_before_the_first_checkpoint_starts_afresh(
     tmp_path, capsys, monkeypatch
 ):
-    """Issue 38: running the same command into the same directory was refused ("already holds
-    a run"), and so was resume= ("no checkpoint"): a dead end."""
+    """After a stop before the first checkpoint, running the same command into the same
+    directory used to be refused ("already holds a run"), and so was resume= ("no
+    checkpoint"): a dead end."""
     run_dir = tmp_path / "run"
     _stopped_while_compiling(run_dir, capsys, monkeypatch)
     code, out, err = run_cli([*RUN, f"hydra.run.dir={run_dir}"], capsys, monkeypatch)
@@ -618,7 +619,7 @@ def test_resume_of_a_run_whose_checkpoints_were_deleted_says_so(dirs, capsys, mo
 
 
 def test_a_refused_run_leaves_no_litter(tmp_path):
-    """Issue 38: a run refused with a config error left ``.hydra/`` and an empty log in its run
+    """A run refused with a config error used to leave ``.hydra/`` and an empty log in its run
     directory, and ``resume=<bad path>`` created ``outputs/<date>/...``. What the refused run
     created is removed; what was there before stays."""
     import os

@@ -51,13 +51,18 @@ MEMORY_SCRIPT = SCRIPTS / "benchmark_memory.py"
         (MEMORY_SCRIPT, ["--batch", "abc"], "invalid int value: 'abc'"),
     ],
 )
-def test_bad_input_is_a_one_line_error(script, args, message):
-    proc = subprocess.run(
-        [sys.executable, str(script), *args], capture_output=True, text=True, timeout=120
-    )
-    assert proc.returncode == 2
-    errors = [line for line in proc.stderr.splitlines() if "error:" in line]
-    assert len(errors) == 1 and message in errors[0], proc.stderr
+def test_bad_input_is_a_one_line_error(script, args, message, capsys):
+    """The script's ``main(argv)`` in this process (its argument checks run before it starts
+    JAX or any row; tests/test_script_inputs.py runs every script once as a command)."""
+    main = load_script(script.stem).main
+    try:
+        code = main(args)
+    except SystemExit as stop:
+        code = stop.code
+    err = capsys.readouterr().err
+    assert code == 2
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert len(errors) == 1 and message in errors[0], err
 
 
 def test_purejaxrl_ppo_rnn_network_and_updates():
@@ -364,22 +369,28 @@ def test_compile_for_real_keeps_the_persistent_cache_out(off, tmp_path):
 def test_free_recurrence_standin_keeps_shapes_and_is_restored(network):
     """``profile_update.py --free-recurrence``: inside the block the model's T > 1 call uses the
     stand-in (same output and carry shapes, the input still reaches the output), and outside it
-    the real recurrence is back (a different output)."""
+    the real recurrence is back (a different output). Each program is one jitted function traced
+    where it is called (inside or outside the block), not hundreds of eager operations."""
     from stoixlite.networks.memory import build_memory, standins
 
     model = build_memory(network, hidden_size=8, scan="sequential")
     x = jax.random.normal(jax.random.key(0), (5, 2, 3))
     start = jnp.zeros((5, 2), bool).at[0, 0].set(True).at[2, 1].set(True)
     carry = model.initialize_carry(2)
-    params = model.init(jax.random.key(1), carry, (x, start))
+    params = jax.jit(model.init)(jax.random.key(1), carry, (x, start))
 
     def out(x):
         return model.apply(params, carry, (x, start))
 
-    real_carry, real_y = out(x)
+    def traced_here():
+        """``out`` as a new jitted function: traced at its first call, with the recurrence of
+        that moment (a function jitted earlier would reuse its earlier trace)."""
+        return jax.jit(lambda x: out(x))
+
+    real_carry, real_y = traced_here()(x)
     with standins.free_recurrence(network) as calls:
-        free_carry, free_y = out(x)
-        dx = jax.grad(lambda x: jnp.sum(out(x)[1] ** 2))(x)
+        free_carry, free_y = traced_here()(x)
+        dx = jax.jit(jax.grad(lambda x: jnp.sum(out(x)[1] ** 2)))(x)
     assert calls[0] > 0
     assert free_y.shape == real_y.shape and free_y.dtype == real_y.dtype
     assert jax.tree.structure(free_carry) == jax.tree.structure(real_carry)
@@ -388,4 +399,4 @@ def test_free_recurrence_standin_keeps_shapes_and_is_restored(network):
     ]
     assert float(jnp.sum(jnp.abs(dx))) > 0
     assert not np.allclose(free_y, real_y)
-    np.testing.assert_array_equal(out(x)[1], real_y)  # restored after the block
+    np.testing.assert_array_equal(traced_here()(x)[1], real_y)  # restored after the block

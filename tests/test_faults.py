@@ -129,9 +129,9 @@ def test_collapse_warning_once_after_several_high_kl_chunks(caplog):
 
 
 def test_collapse_warning_once_when_the_entropy_vanishes_with_flat_returns(caplog):
-    """Issue 38: lr 1.0, vf_coef 1000 and no advantage normalisation drive a discrete policy's
+    """lr 1.0, vf_coef 1000 and no advantage normalisation drive a discrete policy's
     entropy to 0 in the first chunk, with the KL back at 0 after it and the returns flat: the
-    run ended with exit 0 and no word. Judged on the host from the chunk records."""
+    run used to end with exit 0 and no word. Judged on the host from the chunk records."""
     watch = CollapseWatch(lr=1.0, num_actions=4)
     first = {"loss/approx_kl": 1.4, "loss/entropy": 0.06, "eval/episode_return": -0.51}
     flat = {"loss/approx_kl": 0.0, "loss/entropy": 0.0, "eval/episode_return": -0.50}
@@ -295,7 +295,7 @@ def test_broken_latest_checkpoint_falls_back_and_resume_is_exact(
 
 
 def test_a_checkpoint_warning_names_no_bound_method():
-    """Issue 38: a checkpoint warning printed ``<bound method pybind11_detail_function_recor...>``
+    """A checkpoint warning used to print ``<bound method pybind11_detail_function_recor...>``
     (an error holding a method's repr instead of a message)."""
     from stoixlite.tracking.checkpoint_errors import one_line as _one_line
 
@@ -361,7 +361,7 @@ def test_kill_9_between_chunks_then_resume_is_exact(tmp_path, uninterrupted):
 
 
 # --------------------------------------------------------------------------------------------
-# Ctrl-C while compiling, in a real process (issue 38)
+# Ctrl-C while compiling, in a real process
 # --------------------------------------------------------------------------------------------
 
 # Ctrl-C arrives while the learn program compiles; the interpreter's teardown then crashes in

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from stoixlite.cli_args import checked_run_config
+from stoixlite.cli.args import checked_run_config
 
 SWEEPER = Path(__file__).resolve().parents[1] / "configs" / "hydra" / "sweeper" / "ppo_optuna.yaml"
 PARAMS = yaml.safe_load(SWEEPER.read_text())["params"]

@@ -114,11 +114,8 @@ def test_output_file_error_keeps_an_existing_file(tmp_path):
         ["benchmark.py"],
         ["benchmark_memory.py"],
         ["aggregate.py", "somewhere"],
-        ["diagnose_memory.py"],
-        ["popgym_study.py"],
         ["benchmark_envs.py"],
         ["profile_update.py"],
-        ["battleship_baselines.py"],
         ["-m", "stoixlite.evaluate", "somewhere"],
     ],
 )
@@ -366,95 +363,6 @@ def test_aggregate_a_sparse_metric_without_warnings(tmp_path, capsys):
     captured = capsys.readouterr()
     assert code == 0 and captured.err == ""
     assert "0.300 ± 0.000" in (tmp_path / "o" / "results.md").read_text()
-
-
-# --------------------------------------------------------------------------------------------
-# scripts/diagnose_memory.py
-# --------------------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize(
-    ("args", "words"),
-    [
-        (["--run", "{tmp}/nope"], ["--run", "run directory", "does not exist"]),
-        (["--run-seed", "1"], ["--run-seed picks a seed of a trained run: give --run"]),
-        (["network=nope"], ["network=nope is invalid: choose one of ['deltanet'"]),
-        (["system.lr=nan"], ["system.lr=nan is invalid: must be a finite number"]),
-        (["env.difficulty=extreme"], ["env.difficulty='extreme' is invalid: choose one of"]),
-        # an override after the options is an override too
-        (["--only", "reach", "env.difficulty=extreme"], ["env.difficulty='extreme' is invalid"]),
-        (["env=gymnax/CartPole-v1"], ["env gymnax/CartPole-v1 has no oracle_action"]),
-        (["--run", "{tmp}", "network=gru"], ["overrides network=gru with --run"]),
-        (["--out", "{tmp}/nope/records.jsonl"], ["--out", "does not exist"]),
-    ],
-)
-def test_diagnose_memory_bad_input_is_one_line_before_computing(args, words, tmp_path):
-    argv = [a.format(tmp=tmp_path) for a in args]
-    proc = run_script("diagnose_memory.py", *argv, cwd=tmp_path)
-    one_line(proc.returncode, proc.stderr, BAD_INPUT, *words)
-    assert proc.stdout == ""
-
-
-@pytest.mark.parametrize(
-    ("seed", "words"),
-    [
-        ("5", ["--run-seed 5 is out of range: the run trained 2 seed(s) (3, 4): give 0..1"]),
-        ("-1", ["--run-seed -1 must be at least 0"]),
-    ],
-)
-def test_diagnose_memory_run_seed_out_of_range(seed, words, tmp_path, monkeypatch, capsys):
-    from stoixlite.run import resume
-
-    dm = load_script("diagnose_memory")
-    cfg = dm.load_config(["env=popgym/repeat_first", "arch.seed=3", "arch.num_seeds=2"])
-    monkeypatch.setattr(resume, "find_checkpoint", lambda run_dir, checkpoint="latest": (cfg, 2))
-
-    def load_run(*args, **kwargs):
-        raise AssertionError("loaded a run for a bad input")
-
-    monkeypatch.setattr(resume, "load_run", load_run)
-    code, out, err = call_main(dm.main, ["--run", str(tmp_path), "--run-seed", seed], capsys)
-    one_line(code, err, BAD_INPUT, *words)
-
-
-# --------------------------------------------------------------------------------------------
-# scripts/popgym_study.py
-# --------------------------------------------------------------------------------------------
-
-ONE_JOB = ["--envs", "repeat_first", "--networks", "gru", "--dry-run", "--no-wandb"]
-
-
-@pytest.mark.parametrize(
-    ("args", "words"),
-    [
-        (
-            ["--seeds", "0", "5", "--vmap-seeds"],
-            ["--seeds 0 5 with --vmap-seeds: the seeds must be consecutive", "--seeds 0 1"],
-        ),
-        (["--seeds", "0", "0"], ["--seeds 0 0: seed(s) [0] given more than once"]),
-        (["--seeds", "1", "2", "1", "--vmap-seeds"], ["given more than once"]),
-        (["--envs", "nope"], ["--envs: unknown ['nope']; choose from"]),
-        (["--networks", "nope"], ["--networks: unknown ['nope']; choose from"]),
-        (["--out", "{tmp}"], ["already exists"]),
-        (["--", "system.lr=nan"], ["job env=popgym/repeat_first network=gru: system.lr=nan"]),
-    ],
-)
-def test_popgym_study_bad_input_is_one_line(args, words, tmp_path, capsys):
-    study = load_script("popgym_study")
-    (tmp_path / "earlier_run").mkdir()
-    argv = [*ONE_JOB, *(a.format(tmp=tmp_path) for a in args)]
-    code, out, err = call_main(study.main, argv, capsys)
-    one_line(code, err, BAD_INPUT, *words)
-    assert out == ""
-
-
-def test_popgym_study_vmap_seeds_in_any_order(capsys):
-    study = load_script("popgym_study")
-    code, out, err = call_main(
-        study.main, [*ONE_JOB, "--seeds", "2", "0", "1", "--vmap-seeds"], capsys
-    )
-    assert code == 0, err
-    assert "arch.seed=0 arch.num_seeds=3" in out
 
 
 # --------------------------------------------------------------------------------------------

@@ -141,7 +141,7 @@ def test_offline_run_says_so_in_one_line(monkeypatch, tmp_path, caplog, wandb_mo
 
 
 def test_online_without_an_api_key_says_the_key_is_missing(monkeypatch, tmp_path, caplog):
-    """Issue 38: ``WANDB_MODE=online`` without a key said "W&B unreachable". The missing key is
+    """``WANDB_MODE=online`` without a key used to say "W&B unreachable". The missing key is
     found before any connection is tried (no network needed)."""
     monkeypatch.setenv("WANDB_MODE", "online")
     monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")  # nothing listens there
