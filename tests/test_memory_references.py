@@ -146,6 +146,79 @@ def positional_mlp_reference(p, n, x, start):
     return n, jnp.stack(ys)
 
 
+def lmu_reference(theta):
+    """LMU (Voelker et al. 2019, eqs. 2, 4, 6, 7): the continuous delay system written entry by
+    entry, discretised by scipy's zero-order hold, then one step at a time."""
+    from scipy.signal import cont2discrete
+
+    def ref(p, carry, x, start):
+        h, m = carry
+        size = m.shape[1]
+        a_c, b_c = np.zeros((size, size)), np.zeros((size, 1))
+        for i in range(size):
+            b_c[i, 0] = (2 * i + 1) / theta * (-1) ** i
+            for j in range(size):
+                a_c[i, j] = (2 * i + 1) / theta * (-1.0 if i < j else (-1.0) ** (i - j + 1))
+        a_d, b_d, *_ = cont2discrete(
+            (a_c, b_c, np.ones((1, size)), np.zeros((1, 1))), dt=1.0, method="zoh"
+        )
+        a_d, b_d = jnp.asarray(a_d, jnp.float32), jnp.asarray(b_d[:, 0], jnp.float32)
+        ys = []
+        for t in range(x.shape[0]):
+            h = jnp.where(start[t][:, None], 0.0, h)
+            m = jnp.where(start[t][:, None], 0.0, m)
+            u = x[t] @ p["input_encoder"] + h @ p["hidden_encoder"] + m @ p["memory_encoder"]
+            m = jnp.einsum("ij,bj->bi", a_d, m) + u * b_d[None, :]
+            h = jnp.tanh(x[t] @ p["input_kernel"] + h @ p["hidden_kernel"] + m @ p["memory_kernel"])
+            ys.append(h)
+        return (h, m), jnp.stack(ys)
+
+    return ref
+
+
+def indrnn_reference(max_len):
+    """IndRNN (Li et al. 2018, eq. 2) per layer, one step at a time, with the recurrent weights
+    clamped to POPGym's bound ``2^(1 / max_len)``."""
+
+    def ref(p, carry, x, start):
+        bound = 2.0 ** (1.0 / max_len)
+        hs, ys = list(carry), []
+        for t in range(x.shape[0]):
+            inp = x[t]
+            for layer in range(len(hs)):
+                u = jnp.clip(p[f"recurrent_{layer}"], -bound, bound)
+                prev = jnp.where(start[t][:, None], 0.0, hs[layer])
+                hs[layer] = jax.nn.relu(
+                    inp @ p[f"input_{layer}"]["kernel"] + p[f"bias_{layer}"] + u * prev
+                )
+                inp = hs[layer]
+            ys.append(inp)
+        return tuple(hs), jnp.stack(ys)
+
+    return ref
+
+
+def tcn_reference(p, carry, x, start):
+    """Causal convolution of kernel k over the frames ``(1 - s) W_p x + s PE(n)`` of the
+    episode (zeros before its start), written as a sum over the kernel's k taps."""
+    window, n = carry
+    past = window_list(window)
+    size = p["frame"]["kernel"].shape[1]
+    s = jnp.clip(p["embedding_strength"], 0.0, 1.0)
+    k = len(past) + 1
+    ys = []
+    for t in range(x.shape[0]):
+        n = jnp.where(start[t], 0, n)
+        i = np.arange(size) // 2
+        angle = n[:, None].astype(jnp.float32) / 1024.0 ** (2 * i / size)
+        pe = jnp.where(np.arange(size) % 2 == 0, jnp.sin(angle), jnp.cos(angle))
+        frames, past = slide(past, start[t], (1 - s) * (x[t] @ p["frame"]["kernel"]) + s * pe)
+        taps = [p["conv"]["kernel"][j * size : (j + 1) * size] for j in range(k)]
+        ys.append(sum(f @ w for f, w in zip(frames, taps, strict=True)) + p["conv"]["bias"])
+        n = n + 1
+    return (window_carry(past, window), n), jnp.stack(ys)
+
+
 # --- matrix memories -------------------------------------------------------------------------
 
 
@@ -326,6 +399,12 @@ CASES = {
     "framestack": ("framestack", {"frames": 3}, framestack_reference),
     "framestack-1": ("framestack", {"frames": 1}, framestack_reference),
     "positional_mlp": ("positional_mlp", {}, positional_mlp_reference),
+    "lmu": ("lmu", {"memory_size": 6, "theta": 4.0}, lmu_reference(4.0)),
+    "lmu-long-window": ("lmu", {"memory_size": 3, "theta": 64.0}, lmu_reference(64.0)),
+    "indrnn": ("indrnn", {}, indrnn_reference(1024)),
+    "indrnn-3-layers": ("indrnn", {"num_layers": 3, "max_len": 4}, indrnn_reference(4)),
+    "tcn": ("tcn", {"frames": 3}, tcn_reference),
+    "tcn-1": ("tcn", {"frames": 1}, tcn_reference),
     "mlstm-associative": (
         "mlstm",
         {"num_heads": 2, "scan": "associative"},
@@ -494,3 +573,43 @@ def test_delta_rule_chunks_equal_the_per_step_recurrence(chunk_size):
     v_new, g_new = jax.jit(loss(chunks))(*args)
     np.testing.assert_allclose(v_new, v_ref, rtol=1e-5)
     _close(g_new, g_ref, "delta rule gradients", atol=1e-5)
+
+
+def test_indrnn_recurrent_weights_are_kept_inside_the_bound():
+    """Recurrent weights beyond POPGym's bound ``c = 2^(1 / max_len)`` act as ``+-c`` (the
+    reference clamps them), and their gradient is the gradient at the clamped weight where it
+    is inside or a descent step moves it back inside, zero where it would push it further out."""
+    max_len = 4
+    model = build_memory("indrnn", hidden_size=H, max_len=max_len)
+    x, start, w = _inputs(5)
+    carry = _random_carry(model.initialize_carry(B), jax.random.key(6))
+    params = model.init(jax.random.key(1), carry, (x, start))
+    p = dict(params["params"])
+    p["recurrent_0"] = jnp.linspace(-3.0, 3.0, H)
+    p["recurrent_1"] = jnp.linspace(2.0, -2.0, H)
+    bound = 2.0 ** (1.0 / max_len)
+
+    def loss_model(p):
+        return jnp.sum(w * model.apply({"params": p}, carry, (x, start))[1])
+
+    def loss_ref(p, max_len=max_len):
+        return jnp.sum(w * indrnn_reference(max_len)(p, carry, x, start)[1])
+
+    np.testing.assert_allclose(loss_model(p), loss_ref(p), rtol=1e-5)
+    assert not np.isclose(loss_model(p), loss_ref(p, max_len=0.01)), "no clamp: differs"
+
+    clamped = {**p, **{k: jnp.clip(p[k], -bound, bound) for k in ("recurrent_0", "recurrent_1")}}
+    g_at_clamped = jax.grad(loss_ref)(clamped, max_len=0.01)  # no clamp (clip's tie gradient)
+    g_model = jax.jit(jax.grad(loss_model))(p)
+    passed = zeroed = 0
+    for key in ("recurrent_0", "recurrent_1"):
+        u, g = np.asarray(p[key]), np.asarray(g_at_clamped[key])
+        inward = ((u > bound) & (g > 0)) | ((u < -bound) & (g < 0))
+        keep = (np.abs(u) <= bound) | inward
+        np.testing.assert_allclose(g_model[key], np.where(keep, g, 0.0), rtol=1e-5, atol=1e-6)
+        passed += int((inward & (g != 0)).sum())
+        zeroed += int((~keep & (g != 0)).sum())
+    assert passed and zeroed, "both kinds of out-of-bound weight must occur (test sanity)"
+    # the other parameters: plain gradients
+    for key in ("bias_0", "bias_1"):
+        np.testing.assert_allclose(g_model[key], g_at_clamped[key], rtol=1e-4, atol=1e-5)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -78,6 +79,36 @@ def gate_bias_init(blocks: tuple[str, ...], chrono_period: float) -> Initializer
 
 default_kernel_init = initializers.lecun_normal()
 default_recurrent_init = initializers.orthogonal()
+# PyTorch's default initialisation of ``nn.Linear`` / ``nn.Conv1d`` weights (uniform in
+# ``+-1/sqrt(fan_in)``), which POPGym's baseline memory cores keep.
+torch_default_init = initializers.variance_scaling(1.0 / 3.0, "fan_in", "uniform")
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(1, 2))
+def bounded(w: Array, low: float, high: float) -> Array:
+    """``clip(w, low, high)`` with the gradient of a parameter projected back into the bounds.
+
+    POPGym clamps some parameters in place before every forward pass (IndRNN's recurrent weights,
+    the positional embedding's strength), outside autograd: the gradient is taken at the clamped
+    value and the stored parameter never leaves the bounds by more than one update. A pure module
+    cannot change its parameters, so it uses the clamped value, and the gradient passes where
+    ``w`` is inside ``[low, high]`` or where a descent step moves it back inside; it is zero where
+    it would push an out-of-bounds ``w`` further out. Inside the bounds this is plain ``clip``.
+    """
+    return jnp.clip(w, low, high)
+
+
+def _bounded_fwd(w: Array, low: float, high: float) -> tuple[Array, Array]:
+    return jnp.clip(w, low, high), w
+
+
+def _bounded_bwd(low: float, high: float, w: Array, g: Array) -> tuple[Array]:
+    inside = (w >= low) & (w <= high)
+    inward = ((w > high) & (g > 0)) | ((w < low) & (g < 0))  # descent moves w by -g
+    return (jnp.where(inside | inward, g, jnp.zeros_like(g)),)
+
+
+bounded.defvjp(_bounded_fwd, _bounded_bwd)
 
 
 def check_inputs(x: Array, start: Array) -> None:
