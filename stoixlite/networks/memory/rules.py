@@ -41,6 +41,9 @@ FIELD_RULES = {
     "r_min": Rule("must be a finite number in [0, 1)", lambda v: 0 <= v < 1),
     "r_max": Rule("must be a finite number in (0, 1)", lambda v: 0 < v < 1),
     "max_phase": POSITIVE,
+    "memory_cells": POSITIVE_INT,
+    "cell_size": POSITIVE_INT,
+    "read_heads": POSITIVE_INT,
 }
 # Ranges given by two memory keys: the first must not exceed the second.
 FIELD_RANGES = (("min_period", "max_period"), ("dt_min", "dt_max"), ("r_min", "r_max"))
