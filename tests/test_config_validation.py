@@ -186,6 +186,7 @@ def test_burn_in_and_protocol_group_parse():
     assert plan_run(run).ppo.burn_in == 8
     run = parse(compose_config(["+protocol=popgym"]))
     assert run.system.rollout_length == 1024 and run.network.memory["hidden_size"] == 256
+    assert (run.network.embed_size, run.network.head_size, run.network.head_layers) == (128, 128, 2)
 
 
 def test_env_kwargs_are_typed_by_the_factory():

@@ -247,6 +247,10 @@ def test_states_match_numpy_recurrence(name, strategy):
             lam = -np.exp(np.asarray(p["log_neg_real"])) + 1j * np.asarray(p["imag"])
             lam_bar = np.exp(lam * np.exp(np.asarray(p["log_dt"])))
             np.testing.assert_allclose(decay, np.broadcast_to(lam_bar, decay.shape), rtol=1e-5)
+        elif name == "s4d":
+            a = -np.exp(np.asarray(p["log_neg_real"])) + 1j * np.asarray(p["imag"])
+            a_bar = np.exp(a * np.exp(np.asarray(p["log_dt"]))[:, None]).reshape(-1)
+            np.testing.assert_allclose(decay, np.broadcast_to(a_bar, decay.shape), rtol=1e-5)
         elif name == "mingru":
             z = 1.0 / (1.0 + np.exp(-(np.asarray(x) @ p["gate"]["kernel"] + p["gate"]["bias"])))
             cand = np.asarray(x) @ p["candidate"]["kernel"] + p["candidate"]["bias"]

@@ -385,6 +385,175 @@ def attention_reference(gated):
     return ref
 
 
+# --- POPGym's state space, fast weight and external memory baselines --------------------------
+
+
+def s4d_reference(p, carry, x, start):
+    """S4D (Gu et al. 2022), one layer, step by step: per channel h and mode m, ZOH
+    ``A_bar = exp(dt_h A)``, ``B_bar = (A_bar - 1) / A B``, ``s = A_bar s + B_bar u_h``,
+    ``z_h = 2 Re(sum_m C s) + D_h u_h``, ``y = GLU(W_o gelu(z))``. The carry is the flattened
+    ``(prod A_bar since the episode start, s)`` pair of the diagonal recurrence."""
+    acc, s = carry
+    channels, modes = p["log_neg_real"].shape
+    a = -jnp.exp(p["log_neg_real"]) + 1j * p["imag"]
+    dt = jnp.exp(p["log_dt"])[:, None]
+    a_bar = jnp.exp(a * dt)
+    b_bar = (a_bar - 1.0) / a * (p["B"][0] + 1j * p["B"][1])
+    c = p["C"][0] + 1j * p["C"][1]
+    acc = acc.reshape(-1, channels, modes)
+    s = s.reshape(-1, channels, modes)
+    ys = []
+    for t in range(x.shape[0]):
+        new_episode = start[t][:, None, None]
+        acc = jnp.where(new_episode, 1.0, acc) * a_bar
+        u = _dense(p["map"], x[t])
+        s = a_bar * jnp.where(new_episode, 0.0, s) + b_bar * u[:, :, None]
+        z = 2.0 * jnp.real(jnp.sum(c * s, axis=-1)) + p["D"] * u
+        gate_in, gate = jnp.split(_dense(p["out"], jax.nn.gelu(z)), 2, axis=-1)
+        ys.append(gate_in * jax.nn.sigmoid(gate))
+    flat = (acc.reshape(acc.shape[0], -1), s.reshape(s.shape[0], -1))
+    return flat, jnp.stack(ys)
+
+
+def fwp_reference(p, carry, x, start):
+    """popgym's paper-era fast weight programmer, step by step: the episode step's sinusoidal
+    encoding mixed into the input, layer norm, ReLU keys and queries divided by their sums,
+    ``F += v k^T``, output ``W_o (F^T q) + b_o``."""
+    fast, n = carry
+    width = x.shape[-1]
+    strength = jnp.clip(p["embedding_strength"], 0.0, 1.0)
+    ys = []
+    for t in range(x.shape[0]):
+        fast = jnp.where(start[t][:, None, None], 0.0, fast)
+        n = jnp.where(start[t], 0, n)
+        i = np.arange(width) // 2
+        angle = n[:, None].astype(jnp.float32) / 1024.0 ** (2 * i / width)
+        pe = jnp.where(np.arange(width) % 2 == 0, jnp.sin(angle), jnp.cos(angle))
+        e = (1.0 - strength) * x[t] + strength * pe
+        mean = jnp.mean(e, -1, keepdims=True)
+        var = jnp.mean((e - mean) ** 2, -1, keepdims=True)
+        h = (e - mean) / jnp.sqrt(var + 1e-5) * p["norm"]["scale"] + p["norm"]["bias"]
+        k = jax.nn.relu(h @ p["key"]["kernel"])
+        q = jax.nn.relu(h @ p["query"]["kernel"])
+        k = k / (1e-5 + jnp.sum(k, -1, keepdims=True))
+        q = q / (1e-5 + jnp.sum(q, -1, keepdims=True))
+        v = h @ p["value"]["kernel"]
+        fast = fast + v[:, :, None] * k[:, None, :]
+        ys.append(_dense(p["out"], jnp.einsum("bij,bi->bj", fast, q)))
+        n = n + 1
+    return (fast, n), jnp.stack(ys)
+
+
+def _dnc_projection(carry):
+    """The DNC's entering-carry projection (weightings: non-negative, sum at most 1; usage
+    clipped to [0, 1]; link non-negative, rows and columns summing to at most 1)."""
+
+    def weighting(w):
+        w = jnp.maximum(w, 0.0)
+        return w / jnp.maximum(1.0, jnp.sum(w, -1, keepdims=True))
+
+    link = jnp.maximum(carry.link, 0.0)
+    biggest = jnp.maximum(jnp.max(jnp.sum(link, -1), -1), jnp.max(jnp.sum(link, -2), -1))
+    return carry._replace(
+        link=link / jnp.maximum(1.0, biggest)[:, None, None],
+        precedence=weighting(carry.precedence),
+        read_weights=weighting(carry.read_weights),
+        write_weights=weighting(carry.write_weights),
+        usage=jnp.clip(carry.usage, 0.0, 1.0),
+    )
+
+
+def _cleared(a, start_t):
+    """``a [B, ...]`` with the rows of new episodes zeroed."""
+    return jnp.where(start_t.reshape(-1, *[1] * (a.ndim - 1)), 0.0, a)
+
+
+def dnc_reference(p, carry, x, start):
+    """DNC (Graves et al. 2016, Methods) step by step. Allocation without sorting: cell j's
+    weight is ``(1 - u_j)`` times the product of the usages of the cells ahead of it in the
+    free list (lower usage, or equal usage and lower index)."""
+    from stoixlite.networks.memory.dnc import DNCState
+
+    carry = _dnc_projection(carry)
+    (c, h), reads, mem, link, prec, w_r, w_w, usage = carry
+    batch, cells, width = mem.shape
+    heads = w_r.shape[1]
+
+    def content(m, key, strength):
+        dots = jnp.sum(m * key[:, None, :], -1)
+        norms = (
+            jnp.sqrt(jnp.sum(m * m, -1) + 1e-6) * jnp.sqrt(jnp.sum(key * key, -1) + 1e-6)[:, None]
+        )
+        return jax.nn.softmax(strength[:, None] * dots / norms, axis=-1)
+
+    def oneplus(u):
+        return 1.0 + jax.nn.softplus(u)
+
+    ys = []
+    for t in range(x.shape[0]):
+        c, h, reads, mem, link, prec, w_r, w_w, usage = (
+            _cleared(a, start[t]) for a in (c, h, reads, mem, link, prec, w_r, w_w, usage)
+        )
+        gates = (
+            x[t] @ p["input_kernel"]
+            + reads.reshape(batch, -1) @ p["read_kernel"]
+            + h @ p["recurrent_kernel"]
+            + p["bias"]
+        )
+        i, f, g, o = jnp.split(gates, 4, axis=-1)
+        c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+        h = jax.nn.sigmoid(o) * jnp.tanh(c)
+        xi = h @ p["interface_kernel"] + p["interface_bias"]
+        sizes = [heads * width, heads, width, 1, width, width, heads, 1, 1, 3 * heads]
+        ends = np.cumsum(sizes)
+        assert ends[-1] == xi.shape[-1]
+        parts = [xi[:, end - size : end] for size, end in zip(sizes, ends, strict=True)]
+        read_keys = parts[0].reshape(batch, heads, width)
+        read_strengths = oneplus(parts[1])
+        write_key = parts[2]
+        write_strength = oneplus(parts[3])[:, 0]
+        erase = jax.nn.sigmoid(parts[4])
+        write_vector = parts[5]
+        free = jax.nn.sigmoid(parts[6])
+        alloc_gate = jax.nn.sigmoid(parts[7])
+        write_gate = jax.nn.sigmoid(parts[8])
+        modes = jax.nn.softmax(parts[9].reshape(batch, heads, 3), axis=-1)
+
+        retention = jnp.ones((batch, cells))
+        for r in range(heads):
+            retention = retention * (1.0 - free[:, r : r + 1] * w_r[:, r])
+        usage = (usage + w_w - usage * w_w) * retention
+        u = 1e-6 + (1.0 - 1e-6) * usage
+        # ahead[b, j, i]: cell i precedes cell j in the free list
+        index = np.arange(cells)
+        ahead = (u[:, None, :] < u[:, :, None]) | (
+            (u[:, None, :] == u[:, :, None]) & (index[None, :] < index[:, None])
+        )
+        alloc = (1.0 - u) * jnp.prod(jnp.where(ahead, u[:, None, :], 1.0), axis=-1)
+        w_w = write_gate * (
+            alloc_gate * alloc + (1.0 - alloc_gate) * content(mem, write_key, write_strength)
+        )
+        mem = (
+            mem * (1.0 - w_w[:, :, None] * erase[:, None, :])
+            + w_w[:, :, None] * write_vector[:, None, :]
+        )
+        link = (1.0 - w_w[:, :, None] - w_w[:, None, :]) * link + w_w[:, :, None] * prec[:, None, :]
+        link = link * (1.0 - np.eye(cells))
+        prec = (1.0 - jnp.sum(w_w, -1, keepdims=True)) * prec + w_w
+        new_w_r = []
+        for r in range(heads):
+            forward = jnp.einsum("bij,bj->bi", link, w_r[:, r])
+            backward = jnp.einsum("bji,bj->bi", link, w_r[:, r])
+            looked_up = content(mem, read_keys[:, r], read_strengths[:, r])
+            pi = modes[:, r]
+            new_w_r.append(pi[:, 0:1] * backward + pi[:, 1:2] * looked_up + pi[:, 2:3] * forward)
+        w_r = jnp.stack(new_w_r, axis=1)
+        reads = jnp.einsum("brn,bnw->brw", w_r, mem)
+        ys.append(_dense(p["output"], jnp.concatenate([h, reads.reshape(batch, -1)], -1)))
+    state = DNCState((c, h), reads, mem, link, prec, w_r, w_w, usage)
+    return state, jnp.stack(ys)
+
+
 # --- the parametrised comparison --------------------------------------------------------------
 
 CASES = {
@@ -440,6 +609,15 @@ CASES = {
         {"num_heads": 2, "chunk_size": 3},
         layer0(deltanet_reference),
     ),
+    **{
+        f"s4d-{scan}": ("s4d", {"state_size": 4, "scan": scan}, layer0(s4d_reference))
+        for scan in ("associative", "sequential")
+    },
+    **{
+        f"fwp-{scan}": ("fwp", {"key_size": 3, "scan": scan}, fwp_reference)
+        for scan in ("associative", "sequential")
+    },
+    "dnc": ("dnc", {"memory_cells": 5, "cell_size": 3, "read_heads": 2}, dnc_reference),
     "transformer": ("transformer", {"memory_length": 4}, attention_reference(False)),
     "gtrxl": ("gtrxl", {"memory_length": 4}, attention_reference(True)),
     "gtrxl-long-window": (
@@ -453,11 +631,15 @@ CARRY_VIEWS = {"mlstm": mlstm_true_state}
 
 
 def _random_carry(carry, key):
-    """Random carry: floats in [0.1, 1], bools (window validity) random, ints in [0, 50)."""
+    """Random carry: floats in [0.1, 1] (complex: both parts), bools (window validity) random,
+    ints in [0, 50)."""
     leaves, treedef = jax.tree_util.tree_flatten(carry)
     out = []
     for leaf, k in zip(leaves, jax.random.split(key, len(leaves)), strict=True):
-        if leaf.dtype == jnp.bool_:
+        if jnp.issubdtype(leaf.dtype, jnp.complexfloating):
+            re, im = jax.random.uniform(k, (2, *leaf.shape), minval=0.1, maxval=1.0)
+            out.append(jax.lax.complex(re, im).astype(leaf.dtype))
+        elif leaf.dtype == jnp.bool_:
             out.append(jax.random.bernoulli(k, 0.7, leaf.shape))
         elif jnp.issubdtype(leaf.dtype, jnp.integer):
             out.append(jax.random.randint(k, leaf.shape, 0, 50).astype(leaf.dtype))

@@ -44,6 +44,9 @@ FIELD_RULES = {
     "memory_size": POSITIVE_INT,
     "theta": POSITIVE,
     "max_len": POSITIVE_INT,
+    "memory_cells": POSITIVE_INT,
+    "cell_size": POSITIVE_INT,
+    "read_heads": POSITIVE_INT,
 }
 # Ranges given by two memory keys: the first must not exceed the second.
 FIELD_RANGES = (("min_period", "max_period"), ("dt_min", "dt_max"), ("r_min", "r_max"))
