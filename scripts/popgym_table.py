@@ -120,21 +120,23 @@ def _relative(path: Path) -> str:
         return str(path)
 
 
-def fresh_command(args, env: str, difficulty: str, network: str, path: Path) -> list[str]:
-    """The command that trains the cell from scratch."""
+def cell_overrides(args, env: str, difficulty: str, network: str) -> list[str]:
+    """The cell's overrides of the shipped config (all its seeds in one program)."""
     return [
-        sys.executable,
-        "-m",
-        "stoixlite.rec_ppo",
         f"env=popgym/{env}",
         f"env.difficulty={difficulty}",
         f"network={network}",
         f"arch.seed={min(args.seeds)}",
         f"arch.num_seeds={len(args.seeds)}",
         f"arch.target_return={args.stop_at}",
-        f"hydra.run.dir={path}",
         *args.overrides,
     ]
+
+
+def fresh_command(args, env: str, difficulty: str, network: str, path: Path) -> list[str]:
+    """The command that trains the cell from scratch."""
+    overrides = cell_overrides(args, env, difficulty, network)
+    return [sys.executable, "-m", "stoixlite.rec_ppo", *overrides, f"hydra.run.dir={path}"]
 
 
 def train_command(args, env: str, difficulty: str, network: str, path: Path) -> list[str]:
@@ -323,8 +325,9 @@ def stop_all(running: list[Launch], sig: int | None) -> None:
 
 
 def wall_estimates(roots: list[Path], gpu: bool) -> dict:
-    """Seconds per env step of the finished records on the same kind of machine (GPU or not):
-    ``{(env, difficulty, model): s/step}`` and ``{model: [s/step, ...]}``, from ``roots``."""
+    """Seconds per env step of the records on the same kind of machine (GPU or not):
+    ``{(env, difficulty, model): s/step}`` and ``{model: [s/step, ...]}``, from ``roots`` (the
+    first root that has a cell or a model gives its rates)."""
     exact: dict = {}
     by_model: dict = {}
     for root in roots:
@@ -332,6 +335,7 @@ def wall_estimates(roots: list[Path], gpu: bool) -> dict:
             records = read_records(root) if root.is_dir() else []
         except RecordError:
             continue
+        found: dict = {}
         for record in records:
             last = record["attempts"][-1] if record["attempts"] else {}
             wall, steps = record.get("wall_s"), record.get("steps")
@@ -339,8 +343,10 @@ def wall_estimates(roots: list[Path], gpu: bool) -> dict:
                 continue
             rate = float(wall) / float(steps)
             name = record_name(record["model"], record.get("variant"))
-            exact[(record["env"], record["difficulty"], name)] = rate
-            by_model.setdefault(name, []).append(rate)
+            exact.setdefault((record["env"], record["difficulty"], name), rate)  # first root wins
+            found.setdefault(name, []).append(rate)
+        for name, rates in found.items():
+            by_model.setdefault(name, rates)
     return {"exact": exact, "model": by_model}
 
 
@@ -512,16 +518,7 @@ def train_checked(parser, args) -> int:
     for network in args.networks:
         for env in args.envs:
             for difficulty in args.difficulties:
-                job = [
-                    f"env=popgym/{env}",
-                    f"env.difficulty={difficulty}",
-                    f"network={network}",
-                    f"arch.seed={min(args.seeds)}",
-                    f"arch.num_seeds={len(args.seeds)}",
-                    f"arch.target_return={args.stop_at}",
-                    *args.overrides,
-                ]
-                cfg, error = checked_run_config(job)
+                cfg, error = checked_run_config(cell_overrides(args, env, difficulty, network))
                 if error is not None:
                     parser.error(f"network={network}: {error}")
                 budgets[(env, difficulty, network)] = int(cfg.arch.total_timesteps)

@@ -133,14 +133,20 @@ def framestack_reference(p, carry, x, start):
     return window_carry(past, carry), jnp.stack(ys)
 
 
+def _sinusoid(n, size):
+    """The sinusoidal encoding [B, size] of episode steps ``n [B]`` (period base 1024), written
+    from its definition: sin at even and cos at odd features, frequencies 1024^(-2i/size)."""
+    i = np.arange(size) // 2
+    angle = n[:, None].astype(jnp.float32) / 1024.0 ** (2 * i / size)
+    return jnp.where(np.arange(size) % 2 == 0, jnp.sin(angle), jnp.cos(angle))
+
+
 def positional_mlp_reference(p, n, x, start):
     size = p["dense"]["kernel"].shape[1]
     ys = []
     for t in range(x.shape[0]):
         n = jnp.where(start[t], 0, n)
-        i = np.arange(size) // 2
-        angle = n[:, None].astype(jnp.float32) / 1024.0 ** (2 * i / size)
-        pe = jnp.where(np.arange(size) % 2 == 0, jnp.sin(angle), jnp.cos(angle))
+        pe = _sinusoid(n, size)
         ys.append(jax.nn.relu(_dense(p["dense"], x[t]) + pe))
         n = n + 1
     return n, jnp.stack(ys)
@@ -209,9 +215,7 @@ def tcn_reference(p, carry, x, start):
     ys = []
     for t in range(x.shape[0]):
         n = jnp.where(start[t], 0, n)
-        i = np.arange(size) // 2
-        angle = n[:, None].astype(jnp.float32) / 1024.0 ** (2 * i / size)
-        pe = jnp.where(np.arange(size) % 2 == 0, jnp.sin(angle), jnp.cos(angle))
+        pe = _sinusoid(n, size)
         frames, past = slide(past, start[t], (1 - s) * (x[t] @ p["frame"]["kernel"]) + s * pe)
         taps = [p["conv"]["kernel"][j * size : (j + 1) * size] for j in range(k)]
         ys.append(sum(f @ w for f, w in zip(frames, taps, strict=True)) + p["conv"]["bias"])

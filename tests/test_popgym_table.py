@@ -271,18 +271,19 @@ def test_time_limit_starts_the_cells_that_fit(tmp_path):
     mlp = runner.Cell(3, "higher_lower", "easy", "mlp", tmp_path / "y" / "mlp", tmp_path / "r")
     assert runner.estimate(mlp, 2000, rates) is None
     # the whole runner, dry, with a 60 s limit: repeat_first gru (0.01 s x its budget) does
-    # not fit; higher_lower gru, recorded at 1e-6 s per step, fits and goes first; the mlp cells
-    # (no estimate) follow in order
+    # not fit; higher_lower gru, recorded at 1e-6 s per step, fits and goes first; the elman
+    # cells (no record of elman anywhere: no estimate) follow in order
     record("higher_lower", "gru", 0.001)
     args = ["train", "--envs", "repeat_first", "higher_lower", "--difficulties", "easy",
-            "--networks", "gru", "mlp", "--records", str(records), "--out", str(tmp_path / "o"),
+            "--networks", "gru", "elman", "--records", str(records), "--out", str(tmp_path / "o"),
             "--time-limit", "60", "--dry-run"]  # fmt: skip
     dry = table(*args)
     assert dry.returncode == 0, dry.stdout + dry.stderr
     lines = dry.stdout.splitlines()
     assert any("repeat_first easy gru: about" in line and "not started" in line for line in lines)
     started = [line.split(": ")[0].split("] ")[1] for line in lines if "stoixlite.rec_ppo" in line]
-    assert started == ["higher_lower easy gru", "repeat_first easy mlp", "higher_lower easy mlp"]
+    expected = ["higher_lower easy gru", "repeat_first easy elman", "higher_lower easy elman"]
+    assert started == expected, dry.stdout
 
 
 @pytest.mark.slow  # trains for the whole limit (150 s)
