@@ -148,7 +148,7 @@ def test_learn_program_memory_per_frame_is_a_few_uint8_frames():
     the growth of the frames (T x N x H x W x C bytes), with a small network whose activations
     are small beside the frames: the frames once (1), a minibatch of them as float32 in the
     forward pass and again in the backward pass (4 / num_minibatches = 1 each, not all at once),
-    the minibatch's uint8 frames and the activations. It was 6.5 when the bootstrap values
+    the minibatch's uint8 frames and the activations. It was 6.3 when the bootstrap values
     converted every next observation (a second uint8 copy of the frames) to float32 at once and
     each epoch held a shuffled copy of all frames."""
     side, length = 48, 32
