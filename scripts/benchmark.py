@@ -6,9 +6,13 @@ env steps (``chunk_steps / (envs x steps)`` updates, the program training runs);
 warm-up call and ``--repeats`` timed calls, and ``--rounds R`` repeats the whole list of rows R
 times, interleaved (A B A B ...), so that machine load hits every row alike. Reported per row: the
 median and range of all timed calls, their number, compile seconds, peak memory (process RSS, and
-on a GPU the device's own peak beside it), the final return (mean return of the training episodes
-of the last timed chunk: evidence that the run learns) and
-the 1-minute load average during the row. Rows:
+on a GPU the device's own peak beside it), the memory of the compiled learn chunk (``program MiB``:
+XLA's memory analysis of the compiled program, arguments + temporaries + outputs that do not reuse
+an argument's buffer; what the program needs on its device on any backend, the CPU included, and
+known before it runs), the final return (mean return of the training episodes of the last timed
+chunk: evidence that the run learns) and the 1-minute load average during the row.
+``--compile-only`` compiles each row and reports its memory without training (no SPS, no return):
+for configurations too large to train on the machine at hand. Rows:
 
 * the matrix ``--networks`` x ``--envs`` x ``--num-envs`` at ``--rollout-length`` (default: every
   registered memory model x {gymnax/CartPole-v1, popgym/repeat_previous}, 64 envs x 128 steps),
@@ -44,6 +48,9 @@ Usage::
                                                        # forced CPU devices: correctness, not speed
     python scripts/benchmark.py --networks gru mlp --envs pixel/colour_cue --no-reference \
         --overrides network.encoder=cnn                # image observations through the cnn
+    python scripts/benchmark.py --networks gru --envs arcade/count_recall --no-reference \\
+        --num-envs 64 128 --overrides arch.num_seeds=3 --compile-only
+                                                       # the learn program's memory, not trained
     python scripts/benchmark.py --env-only [...]       # env throughput: every POPGym port vs popgym
                                                        # (arguments go to scripts/benchmark_envs.py)
 """
@@ -135,10 +142,29 @@ def hardware() -> str:
     return f"{cpu_description()}; JAX {jax.__version__} on {backend} ({devices})"
 
 
+def program_memory(compiled) -> dict[str, float] | None:
+    """XLA's memory analysis of a compiled program, in MiB: ``temp``, ``argument``, ``output``,
+    ``alias`` (outputs that reuse an argument's buffer: the donated learner state) and
+    ``program`` = argument + temp + output - alias, the device memory it needs while it runs;
+    ``None`` where the backend gives no analysis."""
+    analysis = compiled.memory_analysis()
+    if analysis is None:
+        return None
+    mib = {
+        k: getattr(analysis, f"{k}_size_in_bytes") / 2**20
+        for k in ("temp", "argument", "output", "alias")
+    }
+    mib["program"] = mib["argument"] + mib["temp"] + mib["output"] - mib["alias"]
+    return mib
+
+
 def _time_chunks(learn_chunk, state, repeats: int) -> tuple[list[float], object, dict]:
-    """Warm-up call, then ``repeats`` timed calls; returns (seconds per call, state, metrics)."""
+    """Warm-up call, then ``repeats`` timed calls; returns (seconds per call, state, metrics).
+    With ``repeats == 0`` (``--compile-only``) nothing runs: ``([], state, None)``."""
     import jax
 
+    if repeats == 0:
+        return [], state, None
     state, metrics = learn_chunk(state)  # warm-up
     jax.block_until_ready(metrics)
     times = []
@@ -157,10 +183,11 @@ def reference_env_error(network: str, env: str) -> str | None:
     return None
 
 
-def run_reference_row(spec: dict) -> tuple[int, float, list[float], float]:
+def run_reference_row(spec: dict) -> tuple[int, float, list[float], float, dict | None]:
     """Worker for a PureJaxRL row (``purejaxrl_ppo`` or ``purejaxrl_ppo_rnn``): ``(steps per
-    chunk, compile s, times, return)``. With ``spec["purejaxrl_dir"]`` it times PureJaxRL's own
-    file (:func:`run_original_row`), else stoixlite's implementation of its set-up."""
+    chunk, compile s, times, return, program memory)``. With ``spec["purejaxrl_dir"]`` it times
+    PureJaxRL's own file (:func:`run_original_row`), else stoixlite's implementation of its
+    set-up."""
     import importlib
 
     import jax
@@ -186,7 +213,8 @@ def run_reference_row(spec: dict) -> tuple[int, float, list[float], float]:
     learn = jax.jit(lambda s: run_updates(s, updates), donate_argnums=0).lower(state).compile()
     compile_s = time.perf_counter() - tic
     times, _, metrics = _time_chunks(learn, state, spec["repeats"])
-    return steps_per_update * updates, compile_s, times, module.final_return(metrics)
+    final = module.final_return(metrics) if times else float("nan")
+    return steps_per_update * updates, compile_s, times, final, program_memory(learn)
 
 
 def purejaxrl_source(directory: str | Path) -> Path | None:
@@ -304,7 +332,7 @@ def load_purejaxrl(directory: str | Path, file: str):
     return module
 
 
-def run_original_row(spec: dict) -> tuple[int, float, list[float], float]:
+def run_original_row(spec: dict) -> tuple[int, float, list[float], float, dict | None]:
     """Worker for a ``--purejaxrl-dir`` row: PureJaxRL's ``make_train(config)`` with the row's
     sizes and its own defaults otherwise; a timed call is its whole ``train(rng)`` of one
     chunk's updates (network and env initialisation included, a few milliseconds)."""
@@ -338,15 +366,17 @@ def run_original_row(spec: dict) -> tuple[int, float, list[float], float]:
     # ppo.py returns {"metrics": ...}, ppo_rnn.py {"metric": ...}: the per-step env infos
     metrics_of = lambda out: out["metrics"] if "metrics" in out else out["metric"]
     times, _, metrics = _time_chunks(lambda k: (k, metrics_of(train(k))), key, spec["repeats"])
+    if not times:
+        return steps_per_update * spec["updates"], compile_s, times, float("nan"), None
     done = np.asarray(metrics["returned_episode"])
     returns = np.asarray(metrics["returned_episode_returns"])
     final = float(returns[done].mean()) if done.any() else float("nan")
-    return steps_per_update * spec["updates"], compile_s, times, final
+    return steps_per_update * spec["updates"], compile_s, times, final, program_memory(train)
 
 
-def run_stoixlite_row(spec: dict) -> tuple[int, float, list[float], float, int]:
+def run_stoixlite_row(spec: dict) -> tuple[int, float, list[float], float, int, dict | None]:
     """Worker for a stoixlite row: ``(steps per chunk, compile s, times, final return,
-    devices)``."""
+    devices, program memory)``."""
     import numpy as np
     from hydra import compose, initialize_config_dir
 
@@ -362,10 +392,13 @@ def run_stoixlite_row(spec: dict) -> tuple[int, float, list[float], float, int]:
     learn_chunk = exp.learn.lower(state).compile()
     compile_s = time.perf_counter() - tic
     times, _, metrics = _time_chunks(learn_chunk, state, spec["repeats"])
-    count = np.asarray(metrics["train/episodes"], np.float64)
-    returns = np.asarray(metrics["train/episode_return"], np.float64)
-    final = float((returns * count).sum() / count.sum()) if count.sum() else float("nan")
-    return exp.steps_per_chunk, compile_s, times, final, exp.placement.num_devices
+    final = float("nan")
+    if times:
+        count = np.asarray(metrics["train/episodes"], np.float64)
+        returns = np.asarray(metrics["train/episode_return"], np.float64)
+        final = float((returns * count).sum() / count.sum()) if count.sum() else final
+    memory = program_memory(learn_chunk)
+    return exp.steps_per_chunk, compile_s, times, final, exp.placement.num_devices, memory
 
 
 def stoixlite_overrides(spec: dict) -> list[str]:
@@ -405,10 +438,10 @@ def run_row(spec: dict) -> dict:
 
     compile_for_real()  # the compile seconds of the row are a compilation, not a cache load
     if spec["network"] in REFERENCE_MODULES:
-        steps, compile_s, times, final = run_reference_row(spec)
+        steps, compile_s, times, final, memory = run_reference_row(spec)
         devices = 1
     else:
-        steps, compile_s, times, final, devices = run_stoixlite_row(spec)
+        steps, compile_s, times, final, devices, memory = run_stoixlite_row(spec)
     peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     device_peak = None
     stats = jax.devices()[0].memory_stats() if hasattr(jax.devices()[0], "memory_stats") else None
@@ -425,6 +458,8 @@ def run_row(spec: dict) -> dict:
         "compile_s": compile_s,
         "peak_rss_mb": peak_rss_mb,
         "peak_device_mb": device_peak,
+        "program_mb": None if memory is None else memory["program"],
+        "program_memory_mb": memory,
         "final_return": final,
         "load_avg": os.getloadavg()[0],
         "backend": jax.default_backend(),
@@ -513,6 +548,8 @@ def merge_rounds(results: list[dict]) -> dict:
         return results[0]
     sps = sorted(x for r in ok for x in r["sps_all"])
     row = dict(ok[-1])
+    if not sps:  # --compile-only
+        return row
     if len(ok) < len(results):  # some rounds failed: their errors are kept with the row
         row["failed_rounds"] = [r["error"] for r in results if "error" in r]
     row.update(
@@ -539,24 +576,26 @@ def peak_mib(row: dict) -> str:
 def markdown(rows: list[dict]) -> str:
     head = (
         "| network | env | envs x steps | devices | SPS median | SPS min-max | n | compile s "
-        "| peak MiB | final return | load | note |"
+        "| peak MiB | program MiB | final return | load | note |"
     )
-    lines = [head, "|" + "---|" * 12]
+    lines = [head, "|" + "---|" * 13]
     for r in rows:
         if "error" in r:
             lines.append(
                 f"| {r['network']} | {r['env']} | {r['num_envs']} | {r.get('devices') or '-'} "
-                f"| error: {r['error']} |||||||"
+                f"| error: {r['error']} ||||||||"
             )
             continue
         sps = r["sps_all"]
-        median = statistics.median(sps)
+        speed = "- | - | 0"  # --compile-only: nothing timed
+        if sps:
+            speed = f"{statistics.median(sps):,.0f} | {min(sps):,.0f}-{max(sps):,.0f} | {len(sps)}"
         failed = f" ({len(r['failed_rounds'])} rounds failed)" if r.get("failed_rounds") else ""
+        program = "-" if r.get("program_mb") is None else f"{r['program_mb']:,.0f}"
         lines.append(
             f"| {r['network']} | {r['env']} | {r['num_envs']} x {r['rollout_length']} "
-            f"| {r.get('devices', 1)} | {median:,.0f} | {min(sps):,.0f}-{max(sps):,.0f} "
-            f"| {len(sps)} "
-            f"| {r['compile_s']:.1f} | {peak_mib(r)} | {r['final_return']:.1f} "
+            f"| {r.get('devices', 1)} | {speed} "
+            f"| {r['compile_s']:.1f} | {peak_mib(r)} | {program} | {r['final_return']:.1f} "
             f"| {r['load_avg']:.1f} | {r['label']}{failed} |"
         )
     return "\n".join(lines)
@@ -594,6 +633,11 @@ def main(argv: list[str] | None = None) -> int:
         help="env steps per timed call (a compiled chunk of chunk_steps / (envs x steps) updates)",
     )
     parser.add_argument("--repeats", type=int, default=3, help="timed chunks per row and round")
+    parser.add_argument(
+        "--compile-only",
+        action="store_true",
+        help="compile each row and report its memory (peak RSS, program MiB); train nothing",
+    )
     parser.add_argument(
         "--rounds",
         type=int,
@@ -700,7 +744,7 @@ def main(argv: list[str] | None = None) -> int:
             "epochs": args.epochs,
             "minibatches": args.minibatches,
             "updates": args.chunk_steps // (num_envs * rollout),
-            "repeats": args.repeats,
+            "repeats": 0 if args.compile_only else args.repeats,
         }
 
     specs = []

@@ -57,7 +57,7 @@ def phase_programs(exp, updates: int) -> tuple[dict[str, Callable], object]:
     """
     from stoixlite.ppo.learner import make_update_phases
     from stoixlite.ppo.loss import ppo_loss
-    from stoixlite.ppo.sequences import split_minibatches
+    from stoixlite.ppo.sequences import take_minibatch
 
     cfg, apply_fn = exp.ppo, exp.network.apply
     unroll = exp.config.system.rollout_unroll
@@ -94,9 +94,9 @@ def phase_programs(exp, updates: int) -> tuple[dict[str, Callable], object]:
     # one minibatch step's gradient alone, on the first (unshuffled) minibatch
     grad_fn = jax.grad(lambda p, b: ppo_loss(p, apply_fn, b, cfg), has_aux=True)
     unshuffled = jnp.arange(sequences.start.shape[1])
-    first = split_minibatches(sequences, unshuffled, cfg.num_minibatches)
+    first = take_minibatch(sequences, unshuffled, 0, cfg.num_minibatches)
     programs["minibatch gradient"] = jax.jit(lambda p, b: grad_fn(p, b)[0])
-    args["minibatch gradient"] = (state.params, jax.tree.map(lambda x: x[0], first))
+    args["minibatch gradient"] = (state.params, first)
     return programs, args
 
 

@@ -105,9 +105,11 @@ def replay_inputs(exp, key, warmup: int):
     from stoixlite.ppo.rollout import bootstrap_values, rollout
 
     state = exp.init_state(key)
-    state, _, _ = rollout(exp.network.apply, exp.env, state, warmup)
+    state, *_ = rollout(exp.network.apply, exp.env, state, warmup)
     initial_carry = state.carry
-    state, traj, carries_after = rollout(exp.network.apply, exp.env, state, exp.ppo.rollout_length)
+    state, traj, carries_after, _ = rollout(
+        exp.network.apply, exp.env, state, exp.ppo.rollout_length, record_next_obs=True
+    )
     next_value = bootstrap_values(exp.network.apply, state.params, traj, carries_after)
     adv, target = gae_advantages(
         traj.reward, traj.discount, traj.last, traj.value, next_value, 0.99, 0.95

@@ -2,7 +2,9 @@
 
 * ``CNNEncoder``: output shapes for time-major and flat batches, equal to the sizes that
   ``conv_sizes`` predicts (and to an independent numpy convolution); the CPU's hand-written
-  gradients of ``conv2d`` equal JAX's, also inside a ``lax.scan``; the actor-critic
+  gradients of ``conv2d`` equal JAX's, also inside a ``lax.scan``, and of uint8 frames those of
+  the frames scaled beforehand (bit for bit); the compiled learn chunk's memory grows by a few
+  bytes per byte of uint8 frames, not by a float32 copy of all of them; the actor-critic
   maps ``[T, B, H, W, C]`` uint8 frames to ``[T, B]`` values with finite, non-zero gradients for
   every parameter, reads uint8 frames as float frames / 255, and accepts the mlp encoder on images
   (flattened frames).
@@ -110,6 +112,72 @@ def test_conv2d_gradients_equal_jax_autodiff_also_inside_a_scan(image, kernel, s
 
     for a, b in zip(scanned(ours)(x, w), scanned(plain)(x, w), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+
+
+def test_conv2d_of_uint8_frames_equals_that_of_the_scaled_frames():
+    """``conv2d`` scales uint8 frames itself (keeping the frames, not a float32 copy, for the
+    gradient): output and kernel gradient equal those of the frames scaled beforehand, bit for
+    bit, also inside a ``lax.scan``; the frames get no gradient."""
+    frames = jax.random.randint(jax.random.key(0), (2, 5, 12, 11, 3), 0, 256).astype(jnp.uint8)
+    w = jax.random.normal(jax.random.key(1), (5, 5, 3, 4))
+    weights = jax.random.normal(jax.random.key(2), (5, 4, 4, 4))
+
+    def loss(x, w):
+        return jnp.sum(weights * jnp.tanh(conv2d(x, w, 2)))
+
+    def both(x, w):
+        value, grad = jax.value_and_grad(loss, argnums=1)(x, w)
+        scaled_value, scaled_grad = jax.value_and_grad(loss, argnums=1)(network_input(x), w)
+        return (value, grad), (scaled_value, scaled_grad)
+
+    (got, want) = jax.jit(both)(frames[0], w)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    scanned = jax.jit(lambda xs, w: jax.lax.scan(lambda c, x: (c, both(x, w)), 0, xs)[1])
+    got, want = scanned(frames, w)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert jax.grad(loss, allow_int=True)(frames[0], w).dtype == jax.dtypes.float0
+
+
+def test_learn_program_memory_per_frame_is_a_few_uint8_frames():
+    """The compiled learn chunk of a pixel run needs a few bytes of temporary memory per byte of
+    the rollout's uint8 frames, not a float32 copy of all of them (4 bytes per byte, on top).
+
+    Measured as the growth of XLA's temporary memory (``memory_analysis``) from 8 to 16 envs over
+    the growth of the frames (T x N x H x W x C bytes), with a small network whose activations
+    are small beside the frames: the frames once (1), a minibatch of them as float32 in the
+    forward pass and again in the backward pass (4 / num_minibatches = 1 each, not all at once),
+    the minibatch's uint8 frames and the activations. It was 6.3 when the bootstrap values
+    converted every next observation (a second uint8 copy of the frames) to float32 at once and
+    each epoch held a shuffled copy of all frames."""
+    side, length = 48, 32
+    overrides = [
+        *PIXEL,
+        f"env.kwargs.size={side}",
+        "network=gru",
+        f"system.rollout_length={length}",
+        "system.num_minibatches=4",
+        "arch.total_timesteps=512",
+        "arch.num_evaluations=1",
+        "arch.num_eval_envs=2",
+        "network.hidden_size=8",
+        "network.embed_size=8",
+        "network.head_size=8",
+        "network.cnn_channels=[4,8]",
+        "network.cnn_kernels=[8,4]",
+        "network.cnn_strides=[4,2]",
+    ]
+    from stoixlite.run.build import build_run
+
+    temp, frames = {}, {}
+    for envs in (8, 16):
+        exp = build_run(run_config([*overrides, f"arch.num_envs={envs}"]))
+        state, _ = exp.init()
+        temp[envs] = exp.learn.lower(state).compile().memory_analysis().temp_size_in_bytes
+        frames[envs] = length * envs * side * side * 3
+    per_frame_byte = (temp[16] - temp[8]) / (frames[16] - frames[8])
+    assert 1.0 < per_frame_byte < 4.5, per_frame_byte
 
 
 def test_conv_sizes_and_layout_errors():
@@ -283,9 +351,13 @@ def test_ppo_update_with_cnn_on_pixels_keeps_uint8_in_the_buffers():
     exp = build_pixel_run(["network=gru"])
     state = exp.init_state(jax.random.PRNGKey(0))
     assert state.timestep.observation.dtype == jnp.uint8
-    _, traj, _ = jax.jit(lambda s: rollout(exp.network.apply, exp.env, s, 4))(state)
+    _, traj, _, ends = jax.jit(
+        lambda s: rollout(exp.network.apply, exp.env, s, 4, record_next_obs=True)
+    )(state)
     assert traj.obs.dtype == jnp.uint8 and traj.obs.shape == (4, 4, 16, 16, 3)
     assert traj.next_obs.dtype == jnp.uint8
+    assert ends.first_obs.dtype == ends.final_obs.dtype == jnp.uint8
+    assert ends.first_obs.shape == ends.final_obs.shape == (4, 16, 16, 3)
 
 
 def build_pixel_run(overrides: list[str]):

@@ -289,7 +289,7 @@ def test_rollout_counts_invalid_actions_in_train_metric():
         key=jax.random.PRNGKey(1),
         update_step=jnp.int32(0),
     )
-    _, traj, _ = rollout(apply_fn, env, state, length)
+    _, traj, *_ = rollout(apply_fn, env, state, length)
     expected = np.broadcast_to([False, True, False, True], (length, num_envs))
     np.testing.assert_array_equal(traj.invalid_action, expected)
     assert float(episode_metrics(traj)["train/invalid_actions"]) == 0.5

@@ -2,12 +2,14 @@
 
 ``next_values`` (the rollout that stores every carry) and ``rollout_keeping`` (only the sequence
 starts) take V(true next observation) from the rollout's own ``value[t+1]`` inside episodes and
-call the network only at truncations and at the last step. Checked against ``bootstrap_values``,
-which evaluates every step, wherever GAE uses the value (every step but a termination, where it
-is multiplied by ``discount = 0``), and through GAE itself: on synthetic trajectories with a
-toy network (terminations, at most one truncation per env, and two in one env: the fallback to
-the full evaluation), and on real rollouts of Pendulum (time limit 200: one truncation per env
-in 256 steps, two in 512) and MemoryChain (terminations every 6 steps).
+call the network only at truncations and at the last step; neither keeps every step's next
+observation (``rollout`` keeps each env's first truncation's and the last step's, and evaluates
+later truncations in its loop). Checked against ``bootstrap_values``, which evaluates every step
+from every step's next observation, wherever GAE uses the value (every step but a termination,
+where it is multiplied by ``discount = 0``), and through GAE itself: on synthetic trajectories
+with a toy network (terminations, at most one truncation per env, and two in one env: the
+later one from the loop's value), and on real rollouts of Pendulum (time limit 200: one
+truncation per env in 256 steps, two in 512) and MemoryChain (terminations every 6 steps).
 """
 
 from __future__ import annotations
@@ -19,7 +21,14 @@ import pytest
 from conftest import run_config
 
 from stoixlite.ppo.gae import gae_advantages
-from stoixlite.ppo.rollout import bootstrap_values, next_values, rollout, rollout_keeping
+from stoixlite.ppo.rollout import (
+    Bootstrap,
+    bootstrap_values,
+    next_values,
+    rollout,
+    rollout_keeping,
+    run_if,
+)
 from stoixlite.ppo.types import Transition
 from stoixlite.run.build import build_run
 
@@ -82,7 +91,8 @@ def assert_same_where_used(traj: Transition, got: jax.Array, want: jax.Array, **
         {},  # no episode ends: only the last step is called
         {(3, 0): "term", (7, 0): "term", (5, 2): "term"},  # terminations only
         {(3, 0): "trunc", (7, 1): "term", (2, 1): "trunc", (11, 3): "trunc"},  # <= 1 per env
-        {(0, 2): "trunc", (9, 2): "trunc", (4, 1): "trunc"},  # two in env 2: full evaluation
+        {(0, 2): "trunc", (9, 2): "trunc", (4, 1): "trunc"},  # two in env 2: one from the loop
+        {(1, 0): "trunc", (5, 0): "trunc", (8, 0): "trunc", (11, 0): "trunc"},  # three, and last
     ],
 )
 def test_next_values_equal_the_full_bootstrap_where_gae_uses_them(ends):
@@ -97,9 +107,29 @@ def test_one_step_rollouts_next_values(ends):
     check_against_full_bootstrap(params, traj, carries)
 
 
+def kept_by_the_rollout(params, traj: Transition, carries: jax.Array) -> Bootstrap:
+    """What ``rollout`` keeps for ``next_values`` (``Bootstrap``), built plainly from every
+    step's next observation: each env's first truncation before the last step, the last step's
+    next observation, and the toy value at the later truncations before the last step."""
+    next_obs = np.asarray(traj.next_obs)
+    t, n = np.asarray(traj.reward).shape
+    truncated = np.asarray(traj.last & (traj.discount != 0))
+    value = np.asarray(toy_apply(params, carries, next_obs, None)[1][1][0])  # [T, N]
+    first_obs = np.zeros_like(next_obs[0])
+    later_value = np.zeros((t, n), np.float32)
+    for e in range(n):
+        steps = [s for s in range(t - 1) if truncated[s, e]]
+        if steps:
+            first_obs[e] = next_obs[steps[0], e]
+        for s in steps[1:]:
+            later_value[s, e] = value[s, e]
+    return Bootstrap(jnp.asarray(first_obs), jnp.asarray(next_obs[-1]), jnp.asarray(later_value))
+
+
 def check_against_full_bootstrap(params, traj: Transition, carries: jax.Array) -> None:
     want = bootstrap_values(toy_apply, params, traj, carries)
-    got = jax.jit(next_values, static_argnums=0)(toy_apply, params, traj, carries)
+    ends = kept_by_the_rollout(params, traj, carries)
+    got = jax.jit(next_values, static_argnums=0)(toy_apply, params, traj, carries, ends)
     assert_same_where_used(traj, got, want, rtol=1e-6, atol=1e-6)
     truncated = np.asarray(traj.last & (traj.discount != 0))
     # a truncation's value is the final observation's, not the rollout's value[t+1]
@@ -122,7 +152,7 @@ ENV_OVERRIDES = [
     ("env", "length", "truncations"),
     [
         ("gymnax/Pendulum-v1", 256, 1),  # one truncation per env: the sparse call
-        ("gymnax/Pendulum-v1", 512, 2),  # two per env: the full evaluation
+        ("gymnax/Pendulum-v1", 512, 2),  # two per env: the second evaluated in the loop
         ("gymnax/MemoryChain-bsuite", 32, 0),  # terminations only
     ],
 )
@@ -135,10 +165,12 @@ def test_rollouts_next_values_equal_the_full_bootstrap(env, length, truncations)
     @jax.jit
     def collect(key):
         state = exp.init_state(key)
-        state, _, _ = rollout(exp.network.apply, exp.env, state, 7)  # mid-episode carry
-        s1, traj, after = rollout(exp.network.apply, exp.env, state, length)
+        state, *_ = rollout(exp.network.apply, exp.env, state, 7)  # mid-episode carry
+        s1, traj, after, ends = rollout(
+            exp.network.apply, exp.env, state, length, record_next_obs=True
+        )
         full = bootstrap_values(exp.network.apply, s1.params, traj, after)
-        sparse = next_values(exp.network.apply, s1.params, traj, after)
+        sparse = next_values(exp.network.apply, s1.params, traj, after, ends)
         *_, in_loop = rollout_keeping(exp.network.apply, exp.env, state, length, keep)
         return traj, full, sparse, in_loop
 
@@ -160,3 +192,29 @@ def test_training_with_one_step_rollouts(network):
     state = exp.init_state(jax.random.PRNGKey(0))
     state, metrics = jax.jit(exp.update)(state)
     assert all(np.isfinite(np.asarray(v)).all() for v in metrics.values())
+
+
+def test_run_if_runs_fn_only_when_some_element_needs_it():
+    """``run_if`` is ``fn() if pred else default`` per element, also when ``vmap`` batches the
+    predicate; ``fn`` runs (for the whole batch) only when some element's predicate holds,
+    where a ``lax.cond`` batched by ``vmap`` would run it every time."""
+    runs = []
+
+    def one(pred, x):
+        def fn():
+            jax.debug.callback(lambda _: runs.append(1), x)  # under vmap: once per element
+            return x * 2.0
+
+        return run_if(pred, fn, jnp.full_like(x, -1.0))
+
+    batched = jax.jit(jax.vmap(one))
+    xs = jnp.arange(4.0)
+    got = batched(jnp.asarray([True, False, True, False]), xs)
+    jax.effects_barrier()
+    np.testing.assert_array_equal(got, [0.0, -1.0, 4.0, -1.0])
+    assert len(runs) == 4  # one run of fn
+    np.testing.assert_array_equal(batched(jnp.zeros(4, bool), xs), [-1.0] * 4)
+    jax.effects_barrier()
+    assert len(runs) == 4  # no element needed it: fn did not run
+    assert float(jax.jit(one)(jnp.bool_(True), jnp.float32(3.0))) == 6.0
+    assert float(jax.jit(one)(jnp.bool_(False), jnp.float32(3.0))) == -1.0

@@ -7,7 +7,8 @@ Data flow for one call, time-major (T steps, B environments)::
                                  +-> new carry (state after step T-1)
 
 The observation of one step is a vector ``[F]`` or an image ``[H, W, C]``; ``uint8`` pixels are
-scaled to [0, 1] first (:func:`~stoixlite.networks.cnn.network_input`). The encoder is an MLP
+scaled to [0, 1] (:func:`~stoixlite.networks.cnn.network_input`; by the cnn encoder's first
+convolution). The encoder is an MLP
 (``encoder_layers`` x ``embed_size``) on the observation flattened to ``[T, B, F]``, the
 :class:`SetEncoder` (``network.encoder=set``), or with ``network.encoder=cnn`` convolutions over
 the image (:class:`~stoixlite.networks.cnn.CNNEncoder`) followed by that same MLP.
@@ -212,9 +213,10 @@ class MemoryTower(nn.Module):
 
     def encode(self, obs: jax.Array) -> jax.Array:
         """``obs [T, B, *obs_shape]`` -> the memory's input ``[T, B, E]``."""
-        x = network_input(obs)
-        if self.convolutions is not None:
-            x = self.convolutions(x)  # [T, B, H, W, C] -> [T, B, F]
+        if self.convolutions is not None:  # scales uint8 frames in its first convolution
+            x = self.convolutions(obs)  # [T, B, H, W, C] -> [T, B, F]
+        else:
+            x = network_input(obs)
         return self.encoder(x.reshape(x.shape[:2] + (-1,)))
 
     def __call__(self, carry: Any, obs: jax.Array, start: jax.Array) -> tuple[Any, jax.Array]:

@@ -15,7 +15,11 @@ is smaller than Nature-DQN's (32/64/64 channels, kernels 8/4/3, strides 4/2/1, m
 frames), which would not fit the 16x16 frames of ``pixel/colour_cue``.
 
 Observations may stay ``uint8`` everywhere outside the network (env, rollout buffers,
-checkpoints: a quarter of float32's memory); :func:`network_input` converts them on device.
+checkpoints: a quarter of float32's memory); :func:`network_input` converts them on device, inside
+the first convolution (:func:`conv2d` of ``uint8`` frames): what that convolution keeps for its
+gradient is the ``uint8`` frames, and their float32 copy lives only while the forward
+convolution, and again the kernel gradient, reads it, so a minibatch of frames is never held as
+float32 from the forward pass to the backward one.
 
 The gradients of a convolution inside a loop (PPO's minibatch ``lax.scan``) ran 4-10x slower on
 XLA:CPU (JAX 0.10) than the same gradients outside a loop, which compute bit for bit what the
@@ -129,32 +133,35 @@ def _convolve(
 
 @partial(jax.custom_vjp, nondiff_argnums=(2,))
 def _conv2d_cpu(x: jax.Array, kernel: jax.Array, stride: int) -> jax.Array:
-    return _convolve(x, kernel, stride=stride)
+    return _convolve(network_input(x), kernel, stride=stride)
 
 
 def _conv2d_cpu_fwd(
     x: jax.Array, kernel: jax.Array, stride: int
 ) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
-    return _convolve(x, kernel, stride=stride), (x, kernel)
+    return _convolve(network_input(x), kernel, stride=stride), (x, kernel)
 
 
 def _conv2d_cpu_bwd(
     stride: int, saved: tuple[jax.Array, jax.Array], grad: jax.Array
-) -> tuple[jax.Array, jax.Array]:
+) -> tuple[jax.Array | None, jax.Array]:
     """Both gradients of :func:`conv2d` as canonical convolutions (module docstring).
 
     ``x [N, H, W, C]``, ``kernel [k, k, C, D]``, ``grad [N, h, w, D]``. Weight gradient: ``x`` as
-    ``[C, H, W, N]`` convolved with ``grad`` as a ``[h, w, N, D]`` kernel dilated by the stride
-    gives ``[C, >= k, >= k, D]`` (larger where the stride skipped the image's last rows), cut to
-    ``k`` and laid out as ``[k, k, C, D]``. Input gradient: ``grad`` dilated by the stride and
-    padded by ``k - 1`` (plus those skipped rows at the end) convolved with the kernel flipped in
-    space, its channel axes swapped (``[k, k, D, C]``)."""
+    ``[C, H, W, N]`` (transposed as saved, ``uint8`` frames then scaled) convolved with ``grad``
+    as a ``[h, w, N, D]`` kernel dilated by the stride gives ``[C, >= k, >= k, D]`` (larger where
+    the stride skipped the image's last rows), cut to ``k`` and laid out as ``[k, k, C, D]``.
+    Input gradient (``None`` for integer frames, which have none): ``grad`` dilated by the stride
+    and padded by ``k - 1`` (plus those skipped rows at the end) convolved with the kernel flipped
+    in space, its channel axes swapped (``[k, k, D, C]``)."""
     x, kernel = saved
     k = kernel.shape[0]
-    images = materialised(jnp.transpose(x, (3, 1, 2, 0)))
+    images = network_input(materialised(jnp.transpose(x, (3, 1, 2, 0))))
     grads = materialised(jnp.transpose(grad, (1, 2, 0, 3)))
     d_kernel = _convolve(images, grads, rhs_dilation=stride)[:, :k, :k, :]
     d_kernel = jnp.transpose(d_kernel, (1, 2, 0, 3))
+    if jnp.issubdtype(x.dtype, jnp.integer):
+        return None, d_kernel
     skipped = [x.shape[i] - ((grad.shape[i] - 1) * stride + k) for i in (1, 2)]
     flipped = materialised(jnp.transpose(jnp.flip(kernel, (0, 1)), (0, 1, 3, 2)))
     padding = [(k - 1, k - 1 + rest) for rest in skipped]
@@ -168,9 +175,17 @@ _conv2d_cpu.defvjp(_conv2d_cpu_fwd, _conv2d_cpu_bwd)
 def conv2d(x: jax.Array, kernel: jax.Array, stride: int) -> jax.Array:
     """``x [N, H, W, C]`` convolved with ``kernel [k, k, C, D]``, ``VALID`` padding, stride
     ``stride`` -> ``[N, h, w, D]`` (:func:`conv_sizes`); on the CPU differentiated by the
-    hand-written VJP of the module docstring, elsewhere by JAX."""
+    hand-written VJP of the module docstring, elsewhere by JAX.
+
+    ``x`` may be float or frames of integers (``uint8``): those are converted by
+    :func:`network_input` inside, and the gradient keeps ``x`` as given (on the CPU the VJP
+    saves it; elsewhere the conversion is recomputed for the gradient, ``jax.checkpoint``), so
+    their float32 copy is not held between the forward and the backward pass."""
     if jax.default_backend() == "cpu":
         return _conv2d_cpu(x, kernel, stride)
+    if jnp.issubdtype(x.dtype, jnp.integer):
+        scaled = jax.checkpoint(lambda f, w: _convolve(network_input(f), w, stride=stride))
+        return scaled(x, kernel)
     return _convolve(x, kernel, stride=stride)
 
 
@@ -192,8 +207,9 @@ class Conv2D(nn.Module):
 
 
 class CNNEncoder(nn.Module):
-    """Convolutions over images: ``[..., H, W, C]`` float -> ``[..., F]`` with
-    ``F = h * w * channels[-1]`` (``(h, w)``: the last of :func:`conv_sizes`).
+    """Convolutions over images: ``[..., H, W, C]`` float or ``uint8`` (scaled by the first
+    convolution, :func:`conv2d`) -> ``[..., F]`` with ``F = h * w * channels[-1]``
+    (``(h, w)``: the last of :func:`conv_sizes`).
 
     Any number of leading axes (``[T, B]`` in the actor-critic) is flattened into one batch axis
     for the convolutions and restored after. Each layer is a :class:`Conv2D`.

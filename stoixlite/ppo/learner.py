@@ -30,7 +30,7 @@ from stoixlite.ppo.sequences import (
     cut_sequences,
     keeps_sequence_starts,
     sequence_length,
-    split_minibatches,
+    take_minibatch,
 )
 from stoixlite.ppo.types import LearnerState, PPOConfig, Transition
 from stoixlite.tracking.metrics import (
@@ -119,7 +119,7 @@ def make_update_phases(
     tx: optax.GradientTransformation,
     cfg: PPOConfig,
     rollout_unroll: int = 1,
-    layout_minibatches: Callable[[SequenceBatch], SequenceBatch] | None = None,
+    layout_minibatch: Callable[[SequenceBatch], SequenceBatch] | None = None,
 ) -> UpdatePhases:
     """Build the phases of :func:`make_update` (same arguments)."""
     grad_fn = jax.grad(lambda p, b: ppo_loss(p, apply_fn, b, cfg), has_aux=True)
@@ -135,10 +135,10 @@ def make_update_phases(
             row = keep.index  # stored[keep.index(t)] is the carry before step t
         else:
             initial_carry = state.carry
-            state, traj, carries_after = rollout(
+            state, traj, carries_after, ends = rollout(
                 apply_fn, env, state, cfg.rollout_length, rollout_unroll
             )
-            next_value = next_values(apply_fn, state.params, traj, carries_after)
+            next_value = next_values(apply_fn, state.params, traj, carries_after, ends)
             stored = jax.tree.map(  # the carry before every step
                 lambda c0, c: jnp.concatenate([c0[None], c[:-1]], axis=0),
                 initial_carry,
@@ -178,10 +178,14 @@ def make_update_phases(
 
         def epoch_step(carry: tuple, key: jax.Array) -> tuple[tuple, dict]:
             perm = jax.random.permutation(key, num_sequences)
-            minibatches = split_minibatches(sequences, perm, cfg.num_minibatches)
-            if layout_minibatches is not None:
-                minibatches = layout_minibatches(minibatches)
-            return jax.lax.scan(minibatch_step, carry, minibatches)
+
+            def train_on(carry: tuple, index: jax.Array) -> tuple[tuple, dict]:
+                batch = take_minibatch(sequences, perm, index, cfg.num_minibatches)
+                if layout_minibatch is not None:
+                    batch = layout_minibatch(batch)
+                return minibatch_step(carry, batch)
+
+            return jax.lax.scan(train_on, carry, jnp.arange(cfg.num_minibatches))
 
         key, epoch_key = jax.random.split(state.key)
         (params, opt_state), loss_metrics = jax.lax.scan(
@@ -198,16 +202,16 @@ def make_update(
     tx: optax.GradientTransformation,
     cfg: PPOConfig,
     rollout_unroll: int = 1,
-    layout_minibatches: Callable[[SequenceBatch], SequenceBatch] | None = None,
+    layout_minibatch: Callable[[SequenceBatch], SequenceBatch] | None = None,
 ) -> Callable[[LearnerState], tuple[LearnerState, dict[str, jax.Array]]]:
     """Build ``update(state) -> (state, metrics)``: a rollout, then epochs x minibatches steps
     (:class:`UpdatePhases` chained).
 
-    ``layout_minibatches`` maps an epoch's minibatches ``[M, L, B, ...]`` to themselves with a
-    device layout (a sharding constraint splitting each minibatch over devices, see
+    ``layout_minibatch`` maps a minibatch ``[L, B, ...]`` (:func:`take_minibatch`) to itself with
+    a device layout (a sharding constraint splitting it over devices, see
     :mod:`stoixlite.run.sharding`); values are unchanged.
     """
-    phases = make_update_phases(apply_fn, env, tx, cfg, rollout_unroll, layout_minibatches)
+    phases = make_update_phases(apply_fn, env, tx, cfg, rollout_unroll, layout_minibatch)
 
     def update(state: LearnerState) -> tuple[LearnerState, dict[str, jax.Array]]:
         state, data = phases.collect(state)

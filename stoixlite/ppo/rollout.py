@@ -5,7 +5,7 @@ and :func:`act`, the one policy step shared by the rollout, the evaluator and th
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -43,15 +43,20 @@ def act(
     return carry, action, {"log_prob": log_prob, "value": value[0]}
 
 
-def _policy_step(apply_fn: ApplyFn, env: Environment) -> Callable:
-    """``step((params, env_state, timestep, mem, key)) -> (next loop carry, transition)``: act
-    on the current observation, step the envs, record the transition."""
+def _policy_step(apply_fn: ApplyFn, env: Environment, record_next_obs: bool = False) -> Callable:
+    """``step((params, env_state, timestep, mem, key)) -> (next loop carry, transition,
+    next_obs)``: act on the current observation, step the envs, record the transition.
 
-    def step(carry: tuple) -> tuple[tuple, Transition]:
+    ``next_obs [N, *obs_shape]`` is the true next observation (the final one on LAST steps); the
+    transition holds it too only with ``record_next_obs`` (static): a rollout that stacks it
+    holds every frame twice."""
+
+    def step(carry: tuple) -> tuple[tuple, Transition, jax.Array]:
         params, env_state, timestep, mem, key = carry
         key, act_key = jax.random.split(key)
         mem, action, extras = act(apply_fn, params, mem, timestep, act_key)
         env_state, next_ts = env.step(env_state, action)
+        next_obs = next_ts.extras["next_obs"]
         transition = Transition(
             obs=timestep.observation,
             start=start_flags(timestep),
@@ -61,38 +66,102 @@ def _policy_step(apply_fn: ApplyFn, env: Environment) -> Callable:
             reward=next_ts.reward,
             discount=next_ts.discount,
             last=next_ts.last(),
-            next_obs=next_ts.extras["next_obs"],
             episode_return=next_ts.extras["episode_return"],
             episode_length=next_ts.extras["episode_length"],
             invalid_action=next_ts.extras.get("invalid_action", jnp.zeros_like(next_ts.last())),
             episode_metrics=next_ts.extras.get(EPISODE_METRICS, {}),
+            next_obs=next_obs if record_next_obs else None,
         )
-        return (params, env_state, next_ts, mem, key), transition
+        return (params, env_state, next_ts, mem, key), transition, next_obs
 
     return step
 
 
+def run_if(pred: jax.Array, fn: Callable[[], Any], default: Any) -> Any:
+    """``fn()`` if ``pred`` (a scalar bool) else ``default`` (a pytree shaped like ``fn()``),
+    calling ``fn`` only when ``pred`` holds, also under ``vmap``.
+
+    A ``lax.cond`` whose predicate ``vmap`` batches (several seeds) becomes a select that runs
+    ``fn`` every time; this is a ``lax.while_loop`` of at most one iteration, which ``vmap``
+    runs when ``pred`` holds for any element of the batch (and keeps ``default`` for the
+    others). Without ``vmap`` it is a ``lax.cond``."""
+    body = lambda c: (jnp.zeros_like(c[0]), fn())
+    _, out = jax.lax.while_loop(lambda c: c[0], body, (pred, default))
+    return out
+
+
+def _next_value(apply_fn: ApplyFn, loop: tuple, next_obs: jax.Array) -> jax.Array:
+    """V(``next_obs [N, ...]``) ``[N]`` from the carry after the loop's step (``loop[3]``),
+    without a reset: the one T=1 call of the loops' bootstrap values."""
+    no_start = jnp.zeros((1, next_obs.shape[0]), dtype=bool)
+    _, (_, value) = apply_fn(loop[0], loop[3], next_obs[None], no_start)
+    return value[0]
+
+
+class Bootstrap(NamedTuple):
+    """What :func:`rollout` keeps for :func:`next_values` in place of every step's next
+    observation (``[T, N, *obs_shape]``: for frames, as many bytes as the rollout's own).
+
+    ``first_obs [N, *obs_shape]``: the true final observation of each env's first truncation
+    before the rollout's last step (zeros where there is none); ``final_obs [N, *obs_shape]``:
+    the true next observation of the last step; ``later_value [T, N]``: V(true final observation)
+    at each env's second and later truncations before the last step, evaluated in the loop from
+    the carry after the step (0 elsewhere; time limits shorter than half the rollout).
+    """
+
+    first_obs: jax.Array
+    final_obs: jax.Array
+    later_value: jax.Array
+
+
 def rollout(
-    apply_fn: ApplyFn, env: Environment, state: LearnerState, length: int, unroll: int = 1
-) -> tuple[LearnerState, Transition, Any]:
+    apply_fn: ApplyFn,
+    env: Environment,
+    state: LearnerState,
+    length: int,
+    unroll: int = 1,
+    record_next_obs: bool = False,
+) -> tuple[LearnerState, Transition, Any, Bootstrap]:
     """Run ``length`` steps of all (vmapped) envs.
 
-    Returns the advanced state, the ``[T, N]`` trajectory and the memory carries *after* each step
+    Returns the advanced state, the ``[T, N]`` trajectory, the memory carries *after* each step
     ``[T, N, ...]`` (carry after consuming obs t; the carry before step t is the one after t-1,
-    and ``state.carry`` before step 0).
+    and ``state.carry`` before step 0) and the :class:`Bootstrap` inputs of :func:`next_values`.
+    The trajectory's ``next_obs`` is ``None`` unless ``record_next_obs`` (static; for
+    :func:`bootstrap_values`, which reads every step's), so that the rollout holds each frame
+    once.
     """
-    policy_step = _policy_step(apply_fn, env)
+    policy_step = _policy_step(apply_fn, env, record_next_obs)
+    final = jnp.arange(length) == length - 1
 
-    def step(carry: tuple, _: None) -> tuple[tuple, tuple[Transition, Any]]:
-        carry, transition = policy_step(carry)
-        return carry, (transition, carry[3])
+    def step(carry: tuple, is_final: jax.Array) -> tuple[tuple, tuple[Transition, Any, jax.Array]]:
+        loop, seen, first_obs = carry
+        loop, transition, next_obs = policy_step(loop)
+        ends = truncated(transition) & ~is_final  # the last step is next_values' own row
+        first_now = (ends & ~seen).reshape(ends.shape + (1,) * (next_obs.ndim - 1))
+        first_obs = jnp.where(first_now, next_obs, first_obs)
+        later = ends & seen
+        value = run_if(
+            jnp.any(later),
+            lambda: _next_value(apply_fn, loop, next_obs),
+            jnp.zeros_like(transition.value),
+        )
+        value = jnp.where(later, value, 0.0)
+        return (loop, seen | ends, first_obs), (transition, loop[3], value)
 
-    init = (state.params, state.env_state, state.timestep, state.carry, state.key)
-    (_, env_state, timestep, mem, key), (traj, carries_after) = jax.lax.scan(
-        step, init, None, length=length, unroll=unroll
+    obs = state.timestep.observation
+    n = obs.shape[0]
+    init = (
+        (state.params, state.env_state, state.timestep, state.carry, state.key),
+        jnp.zeros((n,), bool),
+        jnp.zeros_like(obs),
+    )
+    ((_, env_state, timestep, mem, key), _, first_obs), (traj, carries_after, later_value) = (
+        jax.lax.scan(step, init, final, unroll=unroll)
     )
     state = state.replace(env_state=env_state, timestep=timestep, carry=mem, key=key)
-    return state, traj, carries_after
+    ends = Bootstrap(first_obs, timestep.extras["next_obs"], later_value)
+    return state, traj, carries_after, ends
 
 
 def truncated(transition: Transition) -> jax.Array:
@@ -135,9 +204,9 @@ def rollout_keeping(
     other steps nothing is copied, and with ``keep == (0,)``, whole-rollout sequences, there is
     no buffer at all). On the steps where some env needs it
     (:func:`needs_bootstrap`: a truncation, or the last step), evaluates V(true next observation)
-    from the carry after step t with one more T=1 call (a ``lax.cond``: skipped on the other
-    steps); everywhere else the next value is the rollout's ``value[t+1]``. Equal to
-    :func:`bootstrap_values` up to float rounding.
+    from the carry after step t with one more T=1 call (skipped on the other
+    steps; :func:`run_if`); everywhere else the next value is the rollout's ``value[t+1]``.
+    Equal to :func:`bootstrap_values` up to float rounding.
 
     Returns ``(state, traj, kept, next_value)``: ``kept`` leaves ``[len(keep), N, ...]`` in the
     order of ``keep``; ``next_value [T, N]``.
@@ -160,15 +229,13 @@ def rollout_keeping(
             buffer = jax.lax.cond(
                 slot < len(later), lambda b: write(b, slot, loop[3]), lambda b: b, buffer
             )
-        loop, transition = policy_step(loop)
-        no_start = jnp.zeros((1, transition.reward.shape[0]), dtype=bool)
-
-        def value_of_next() -> jax.Array:
-            _, (_, value) = apply_fn(loop[0], loop[3], transition.next_obs[None], no_start)
-            return value[0]
-
+        loop, transition, next_obs = policy_step(loop)
         needed = is_final | jnp.any(truncated(transition))
-        value = jax.lax.cond(needed, value_of_next, lambda: jnp.zeros_like(transition.value))
+        value = run_if(
+            needed,
+            lambda: _next_value(apply_fn, loop, next_obs),
+            jnp.zeros_like(transition.value),
+        )
         return (loop, buffer), (transition, value)
 
     buffer = jax.tree.map(lambda c: jnp.zeros((len(later),) + c.shape, c.dtype), state.carry)
@@ -187,16 +254,17 @@ def rollout_keeping(
     return state, traj, kept, next_value
 
 
-def next_values(apply_fn: ApplyFn, params: Any, traj: Transition, carries_after: Any) -> jax.Array:
+def next_values(
+    apply_fn: ApplyFn, params: Any, traj: Transition, carries_after: Any, ends: Bootstrap
+) -> jax.Array:
     """V(true next observation) ``[T, N]``, calling the network only where it is needed.
 
     The rollout's ``value[t+1]`` everywhere but at :func:`needs_bootstrap`'s steps; those are
-    evaluated in one T=1 call over ``2 N`` rows: every env's last step and its truncation inside
-    the rollout, if any. When some env truncated more than once in the rollout (time limits
-    shorter than half the rollout) the whole :func:`bootstrap_values` runs instead (a
-    ``lax.cond``), so the result is always the same, up to float rounding, as
-    :func:`bootstrap_values`, which evaluates all ``T x N`` steps (the rollout computed all
-    but ``N`` of them already).
+    evaluated in one T=1 call over ``2 N`` rows: every env's last step and its first truncation
+    inside the rollout, if any (``ends.final_obs``, ``ends.first_obs``, from the carries after
+    those steps). An env's later truncations (time limits shorter than half the rollout) take
+    the values the rollout evaluated in its loop (``ends.later_value``). The result equals
+    :func:`bootstrap_values`, which evaluates all ``T x N`` steps, up to float rounding.
 
     The row choice is per env along time (``take_along_axis``), so when the env axis is split
     over devices each device evaluates its own envs' rows.
@@ -212,18 +280,15 @@ def next_values(apply_fn: ApplyFn, params: Any, traj: Transition, carries_after:
         picked = jnp.take_along_axis(x, index, axis=0)  # [2, N, ...]
         return jnp.swapaxes(picked, 0, 1).reshape((2 * n,) + x.shape[2:])
 
-    def sparse() -> jax.Array:
-        carry = jax.tree.map(pick, carries_after)
-        obs = pick(traj.next_obs)[None]
-        _, (_, value) = apply_fn(params, carry, obs, jnp.zeros((1, 2 * n), dtype=bool))
-        truncation_value, last_value = value[0].reshape(n, 2).T
-        at_truncation = (jnp.arange(t)[:, None] == rows[:, 0]) & (count > 0)
-        return jnp.where(at_truncation, truncation_value, _shifted_values(traj, last_value))
-
-    def dense() -> jax.Array:
-        return bootstrap_values(apply_fn, params, traj, carries_after)
-
-    return jax.lax.cond(jnp.any(count > 1), dense, sparse)
+    carry = jax.tree.map(pick, carries_after)
+    obs = jnp.stack([ends.first_obs, ends.final_obs], axis=1)  # [N, 2, ...], env-major
+    obs = obs.reshape((1, 2 * n) + obs.shape[2:])
+    _, (_, value) = apply_fn(params, carry, obs, jnp.zeros((1, 2 * n), dtype=bool))
+    truncation_value, last_value = value[0].reshape(n, 2).T
+    at_first = (jnp.arange(t)[:, None] == rows[:, 0]) & (count > 0)
+    later = truncated(traj).at[-1].set(False) & ~at_first
+    inside = jnp.where(later, ends.later_value, _shifted_values(traj, last_value))
+    return jnp.where(at_first, truncation_value, inside)
 
 
 def bootstrap_values(
@@ -238,6 +303,10 @@ def bootstrap_values(
     The ``T x N`` inputs are flattened env-major (``[N, T] -> [N T]``), so when the env axis is
     split over devices each device evaluates its own envs' steps without moving data.
     """
+    if traj.next_obs is None:
+        raise ValueError(
+            "bootstrap_values reads every step's next_obs: rollout(..., record_next_obs=True)"
+        )
     t, n = traj.reward.shape
     flat = lambda x: jnp.swapaxes(x, 0, 1).reshape((n * t,) + x.shape[2:])
     carry = jax.tree.map(flat, carries_after)

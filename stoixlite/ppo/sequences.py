@@ -165,21 +165,21 @@ def sequence_length(cfg: PPOConfig) -> int:
 BATCH_MAJOR_FIELDS = ("init_carry", "burn_carry", "burn_valid")
 
 
-def split_minibatches(batch: SequenceBatch, perm: jax.Array, num_minibatches: int) -> SequenceBatch:
-    """Shuffle sequences by ``perm`` and split them into ``[M, ...]`` minibatches."""
-    m = num_minibatches
+def take_minibatch(
+    batch: SequenceBatch, perm: jax.Array, index: jax.Array, num_minibatches: int
+) -> SequenceBatch:
+    """Minibatch ``index`` of an epoch: the sequences ``perm[index B : (index + 1) B]`` of
+    ``batch`` (``B = S / num_minibatches``; ``perm`` a permutation of the ``S`` sequences, ``index``
+    traced), time-major fields ``[L, B, ...]``, per-sequence fields ``[B, ...]``.
 
-    def time_major(x: jax.Array) -> jax.Array:  # [L, S, ...] -> [M, L, S/M, ...]
-        x = jnp.take(x, perm, axis=1)
-        x = x.reshape((x.shape[0], m, x.shape[1] // m) + x.shape[2:])
-        return jnp.swapaxes(x, 0, 1)
+    The epoch gathers each minibatch when it trains on it, so it holds one minibatch's copy of
+    the rollout's data (its frames, for pixel envs) at a time, not a shuffled copy of all of it.
+    """
+    size = perm.shape[0] // num_minibatches
+    rows = jax.lax.dynamic_slice_in_dim(perm, index * size, size)
 
-    def batch_major(x: jax.Array) -> jax.Array:  # [S, ...] -> [M, S/M, ...]
-        x = jnp.take(x, perm, axis=0)
-        return x.reshape((m, x.shape[0] // m) + x.shape[1:])
+    def take(name: str, x: jax.Array) -> jax.Array:
+        return jnp.take(x, rows, axis=0 if name in BATCH_MAJOR_FIELDS else 1)
 
-    fields = {
-        k: jax.tree.map(batch_major if k in BATCH_MAJOR_FIELDS else time_major, v)
-        for k, v in vars(batch).items()
-    }
+    fields = {k: jax.tree.map(lambda x, k=k: take(k, x), v) for k, v in vars(batch).items()}
     return SequenceBatch(**fields)

@@ -49,13 +49,15 @@ class Transition:
     reward: jax.Array  # [N]
     discount: jax.Array  # [N] 0 iff terminated
     last: jax.Array  # [N] bool: episode ended (terminated or truncated)
-    next_obs: jax.Array  # [N, *obs_shape] true next observation (final one on LAST)
     episode_return: jax.Array  # [N] return of the episode that ended (valid where last)
     episode_length: jax.Array  # [N] length of the episode that ended (valid where last)
     invalid_action: jax.Array  # [N] bool: the action was out of range (docs/envs.md)
     # The env's own episode statistics {name: [N]} (``extras["episode_metrics"]``, valid where
     # last); empty for envs that provide none.
     episode_metrics: dict[str, jax.Array] = struct.field(default_factory=dict)
+    # [N, *obs_shape] true next observation (the final one on LAST steps); recorded only on
+    # request (``rollout(..., record_next_obs=True)``): training keeps just the ones it needs.
+    next_obs: jax.Array | None = None
 
 
 @dataclass(frozen=True)

@@ -286,7 +286,7 @@ def _build(cfg: RunConfig) -> Run:
         optimizer,
         ppo,
         rollout_unroll=cfg.system.rollout_unroll,
-        layout_minibatches=placement.constrain_minibatches if placement.mesh else None,
+        layout_minibatch=placement.constrain_minibatch if placement.mesh else None,
     )
     eval_env = make_env_stack(cfg.env, cfg.arch.num_eval_envs)
     evaluate = make_evaluator(

@@ -9,7 +9,7 @@ hand-written per-device program:
   ``[S, N, ...]`` with several seeds) is split over the devices, so each device steps and
   rolls out ``N / D`` envs; parameters, optimiser state and PRNG keys are replicated;
 * each minibatch of training sequences is split over the devices
-  (:meth:`Placement.constrain_minibatches`): each device computes the loss and gradients of its
+  (:meth:`Placement.constrain_minibatch`): each device computes the loss and gradients of its
   ``1 / D`` share, and XLA sums the gradients and every global statistic (advantage
   normalisation, losses, episode counts) across devices;
 * the shuffle is the single-device one: a minibatch holds the same sequences on any number of
@@ -116,14 +116,14 @@ class Placement:
 
         return jax.tree.map(place, tree, shardings)
 
-    def constrain_minibatches(self, batch: SequenceBatch) -> SequenceBatch:
-        """Split the minibatches of an epoch ``[M, L, B, ...]`` (per-sequence fields such as the
-        initial carries ``[M, B, ...]``) over the devices on their sequence axis: each device
-        computes the loss and gradients of ``B / D`` sequences of every minibatch."""
+    def constrain_minibatch(self, batch: SequenceBatch) -> SequenceBatch:
+        """Split a minibatch ``[L, B, ...]`` (per-sequence fields such as the initial carries
+        ``[B, ...]``) over the devices on its sequence axis: each device computes the loss and
+        gradients of ``B / D`` of its sequences."""
         if self.mesh is None:
             return batch
-        time_major = self._sharding(None, None, DEVICE_AXIS)  # [M, L, B, ...]
-        batch_major = self._sharding(None, DEVICE_AXIS)  # [M, B, ...]
+        time_major = self._sharding(None, DEVICE_AXIS)  # [L, B, ...]
+        batch_major = self._sharding(DEVICE_AXIS)  # [B, ...]
 
         def constrain(name: str, value: Any) -> Any:
             spec = batch_major if name in BATCH_MAJOR_FIELDS else time_major
