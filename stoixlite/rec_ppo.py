@@ -138,6 +138,7 @@ def _job_failed(run_dir: Path, message: str, summary: str | None = None) -> floa
 def main(cfg: DictConfig) -> float:
     from stoixlite.cli.process import setup_process
     from stoixlite.cli.resume import resume_config
+    from stoixlite.config.checks import wandb_dir_error
     from stoixlite.run.distributed import DistributedError
     from stoixlite.run.divergence import NonFiniteError
     from stoixlite.run.loop import train as run
@@ -159,6 +160,8 @@ def main(cfg: DictConfig) -> float:
             run_dir = Path(str(resume)).expanduser().resolve()
             cfg = resume_config(cfg, run_dir, list(hydra_cfg.overrides.task))
         run_cfg = read_config(cfg)
+        if error := wandb_dir_error(run_cfg):
+            raise ConfigError([error])
         # A run that stopped before its first checkpoint has nothing to resume: started afresh.
         if resume and stopped_before_first_checkpoint(run_dir):
             resume = None
@@ -272,17 +275,24 @@ def _output_dir_error(argv: list[str]) -> str | None:
     for arg in argv:
         key, _, value = arg.partition("=")
         if key in ("hydra.run.dir", "hydra.sweep.dir") and value and "${" not in value:
+            path = Path(value).expanduser().absolute()
+            created = [q for q in (path, *path.parents) if not q.exists()]
             try:
-                Path(value).expanduser().mkdir(parents=True, exist_ok=True)
+                path.mkdir(parents=True, exist_ok=True)
             except OSError as err:
                 return f"{key}={value} is invalid: cannot create it ({err.strerror or err})"
+            for directory in created:  # Hydra creates it when the run starts, not before
+                try:
+                    directory.rmdir()
+                except OSError:  # filled in between (another process): not ours to remove
+                    break
     return None
 
 
 def cli(argv: list[str] | None = None) -> None:
     """The command line: overrides checked first (one line, exit 2, :mod:`stoixlite.cli.overrides`),
     then :func:`main` under Hydra."""
-    from stoixlite.cli.overrides import override_error, resume_in_place
+    from stoixlite.cli.overrides import flags_first, override_error, resume_in_place
 
     global _EXISTED
     # Ctrl-C means stop, also where the process was started with SIGINT ignored (a background
@@ -299,7 +309,7 @@ def cli(argv: list[str] | None = None) -> None:
         if error is not None:
             print(f"config error: {error}", file=sys.stderr)
             sys.exit(2)
-        sys.argv = [sys.argv[0], *argv, *resume_in_place(argv)]
+        sys.argv = [sys.argv[0], *flags_first([*argv, *resume_in_place(argv)])]
         main()
         if ctrl_c_pending():  # after the run's own end (Hydra's closing steps)
             print("interrupted after the run ended", file=sys.stderr)
