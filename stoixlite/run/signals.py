@@ -41,10 +41,15 @@ def hold_ctrl_c() -> Any:
     """Record Ctrl-C (SIGINT) in this process from now on instead of raising it anywhere; returns
     the handler it replaced. For entry points only, from the main thread (elsewhere it does
     nothing and returns ``None``); it also applies where the process was started with SIGINT
-    ignored (a background job of a script, some test harnesses): Ctrl-C means stop."""
+    ignored (a background job of a script, some test harnesses): Ctrl-C means stop. Held
+    already, it only stops raising: a Ctrl-C recorded so far stays pending."""
     if threading.current_thread() is not threading.main_thread():
         return None
-    _CtrlC.pending, _CtrlC.raises = False, False
+    _CtrlC.raises = False
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is _record_ctrl_c:
+        return previous
+    _CtrlC.pending = False
     return signal.signal(signal.SIGINT, _record_ctrl_c)
 
 
