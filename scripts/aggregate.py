@@ -211,7 +211,12 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"root {args.root} is not a directory")
     try:
         runs = run_dirs(args.root)
-        metrics = sorted(set().union(*(run_metrics(run_dir) for run_dir in runs)))
+        per_run = {run_dir: run_metrics(run_dir) for run_dir in runs}
+        metrics = sorted(set().union(*per_run.values()))
+        if runs and not metrics:  # every run's records are empty: no metric to blame
+            empty = [metrics_file(run_dir) for run_dir in runs]
+            others = f" (nor do the {len(empty) - 1} other runs' files)" if len(empty) > 1 else ""
+            parser.error(f"{empty[0]} has no records{others}: nothing to aggregate yet")
         if runs and args.metric not in metrics:
             parser.error(f"--metric {args.metric!r} is in none of the runs; choose from {metrics}")
         groups, walls, failed, mmers = collect(args.root, args.metric, args.label)

@@ -36,6 +36,7 @@ from stoixlite.envs.registry import env_spec
 from stoixlite.envs.types import FIRST, MID, TimeStep
 from stoixlite.ppo.evaluate import make_evaluator
 from stoixlite.ppo.rollout import act
+from stoixlite.rules import INT_LIMIT
 from stoixlite.run.build import Run, make_env_stack
 from stoixlite.run.resume import find_checkpoint, load_run
 from stoixlite.specs import Discrete
@@ -151,6 +152,17 @@ def _checkpoint_arg(value: str) -> str | int:
     raise argparse.ArgumentTypeError(f"{value!r} is not latest, best or a step number")
 
 
+def _seed(value: str) -> int:
+    """An evaluation seed: an integer in ``[0, INT_LIMIT]``, the range of ``arch.seed``."""
+    try:
+        seed = int(value)
+    except ValueError:
+        seed = -1
+    if not 0 <= seed <= INT_LIMIT:
+        raise argparse.ArgumentTypeError(f"{value!r} is not an integer in [0, {INT_LIMIT}]")
+    return seed
+
+
 def _positive(value: str) -> int:
     if not value.isdigit() or int(value) < 1:
         raise argparse.ArgumentTypeError(f"{value!r} is not a positive integer")
@@ -176,7 +188,9 @@ def main(argv: list[str] | None = None) -> int:
         default="latest",
         help="latest (default), best, or a step",
     )
-    parser.add_argument("--seed", type=int, default=12345, help="evaluation seed")
+    parser.add_argument(
+        "--seed", type=_seed, default=12345, help=f"evaluation seed in [0, {INT_LIMIT}]"
+    )
     args = parser.parse_args(argv)
     try:
         cfg, _ = find_checkpoint(args.run_dir, args.checkpoint)  # before anything is built

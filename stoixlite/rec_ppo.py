@@ -22,9 +22,20 @@ non-finite loss or parameter, no intact checkpoint or an unwritable output (1); 
 (128 + signal; the line is the exact ``resume=`` command); Ctrl-C before training started, e.g.
 while compiling (130, ending the process without interpreter teardown: see :class:`Abandoned`).
 A run refused before it started removes the ``.hydra/`` files and empty log Hydra created for it.
+
+Ctrl-C is honoured at any moment from the process's start: it is held
+(:func:`stoixlite.run.signals.hold_ctrl_c`) before Hydra or JAX is imported, raises at once only
+while the run is built, compiled and trained (:func:`~stoixlite.run.signals.ctrl_c_raises`), and
+is checked between the steps before and after; one that Python dropped (raised in a garbage
+collector callback) still stops the run before its loop starts.
 """
 
 from __future__ import annotations
+
+from stoixlite.run.signals import hold_ctrl_c
+
+if __name__ == "__main__":  # before anything slow is imported: Ctrl-C is held from the start
+    hold_ctrl_c()
 
 import logging
 import math
@@ -34,6 +45,7 @@ import signal
 import sys
 import traceback
 from pathlib import Path
+from typing import NoReturn
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -44,6 +56,7 @@ from stoixlite.cli.configs import CONFIG_DIR, sweep_name
 from stoixlite.config.parse import parse, parse_distributed
 from stoixlite.config.schema import RunConfig
 from stoixlite.config.strict import ConfigError
+from stoixlite.run.signals import ctrl_c_pending, ctrl_c_raises, raise_if_ctrl_c
 
 log = logging.getLogger("stoixlite")
 
@@ -91,6 +104,15 @@ class Abandoned(SystemExit):
     in-process callers (tests, the API) get this ``SystemExit`` as usual."""
 
 
+def _abandon(run_dir: Path, output_dir: Path) -> NoReturn:
+    """Ctrl-C before or outside the training loop: the one line, what Hydra created for a run
+    that never started removed (:func:`_remove_litter`), exit 130."""
+    hold_ctrl_c()  # a second Ctrl-C while this ends is recorded only
+    print(_interrupted_line(run_dir), file=sys.stderr)
+    _remove_litter(output_dir)
+    raise Abandoned(130) from None
+
+
 def _exit_now(code: int) -> None:
     """Flush what was written and end the process without interpreter teardown."""
     logging.shutdown()
@@ -116,6 +138,7 @@ def _job_failed(run_dir: Path, message: str, summary: str | None = None) -> floa
 def main(cfg: DictConfig) -> float:
     from stoixlite.cli.process import setup_process
     from stoixlite.cli.resume import resume_config
+    from stoixlite.config.checks import wandb_dir_error
     from stoixlite.run.distributed import DistributedError
     from stoixlite.run.divergence import NonFiniteError
     from stoixlite.run.loop import train as run
@@ -129,6 +152,7 @@ def main(cfg: DictConfig) -> float:
     multirun = hydra_cfg.mode == RunMode.MULTIRUN
     run_dir = Path(hydra_cfg.runtime.output_dir)
     try:
+        raise_if_ctrl_c()
         resume = OmegaConf.select(cfg, "resume", default=None)
         if resume is not None and not str(resume).strip():
             raise ConfigError(["resume='' is invalid: give a run directory (resume=<run dir>)"])
@@ -136,12 +160,17 @@ def main(cfg: DictConfig) -> float:
             run_dir = Path(str(resume)).expanduser().resolve()
             cfg = resume_config(cfg, run_dir, list(hydra_cfg.overrides.task))
         run_cfg = read_config(cfg)
+        if error := wandb_dir_error(run_cfg):
+            raise ConfigError([error])
         # A run that stopped before its first checkpoint has nothing to resume: started afresh.
         if resume and stopped_before_first_checkpoint(run_dir):
             resume = None
         if resume:
             check_resumable(run_cfg, run_dir)
-        return run(run_cfg, run_dir, resume=bool(resume), sweep=sweep_name())
+        with ctrl_c_raises():  # stops XLA's compiler midway
+            final = run(run_cfg, run_dir, resume=bool(resume), sweep=sweep_name())
+        raise_if_ctrl_c()
+        return final
     except (
         ConfigError,
         CheckpointMismatchError,
@@ -159,6 +188,8 @@ def main(cfg: DictConfig) -> float:
         _remove_litter(Path(hydra_cfg.runtime.output_dir))
         sys.exit(1 if isinstance(err, (NonFiniteError, CheckpointCorruptError)) else 2)
     except OSError as err:  # a full disk, an unwritable output directory
+        if ctrl_c_pending():  # what an interrupted write or import raised
+            _abandon(run_dir, Path(hydra_cfg.runtime.output_dir))
         if multirun:
             return _job_failed(run_dir, f"{type(err).__name__}: {err}\n")
         from stoixlite.tracking.checkpointing import CheckpointWriteError
@@ -170,9 +201,10 @@ def main(cfg: DictConfig) -> float:
         print(str(stop), file=sys.stderr)
         raise
     except KeyboardInterrupt:
-        print(_interrupted_line(run_dir), file=sys.stderr)
-        raise Abandoned(130) from None
+        _abandon(run_dir, Path(hydra_cfg.runtime.output_dir))
     except Exception as err:
+        if ctrl_c_pending():  # e.g. an extension module's import, interrupted
+            _abandon(run_dir, Path(hydra_cfg.runtime.output_dir))
         if not multirun:
             raise
         # the exception's own first line, not what a library appended to the traceback
@@ -243,31 +275,48 @@ def _output_dir_error(argv: list[str]) -> str | None:
     for arg in argv:
         key, _, value = arg.partition("=")
         if key in ("hydra.run.dir", "hydra.sweep.dir") and value and "${" not in value:
+            path = Path(value).expanduser().absolute()
+            created = [q for q in (path, *path.parents) if not q.exists()]
             try:
-                Path(value).expanduser().mkdir(parents=True, exist_ok=True)
+                path.mkdir(parents=True, exist_ok=True)
             except OSError as err:
                 return f"{key}={value} is invalid: cannot create it ({err.strerror or err})"
+            for directory in created:  # Hydra creates it when the run starts, not before
+                try:
+                    directory.rmdir()
+                except OSError:  # filled in between (another process): not ours to remove
+                    break
     return None
 
 
 def cli(argv: list[str] | None = None) -> None:
     """The command line: overrides checked first (one line, exit 2, :mod:`stoixlite.cli.overrides`),
     then :func:`main` under Hydra."""
-    from stoixlite.cli.overrides import override_error, resume_in_place
+    from stoixlite.cli.overrides import flags_first, override_error, resume_in_place
 
     global _EXISTED
     # Ctrl-C means stop, also where the process was started with SIGINT ignored (a background
     # job of a script, some test harnesses): compiling is interrupted, training saves and stops.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    argv = sys.argv[1:] if argv is None else argv
-    error = override_error(argv, CONFIG_DIR)
-    _EXISTED = _existing_paths([*argv, *resume_in_place(argv)]) if error is None else None
-    error = error or _output_dir_error(argv)
-    if error is not None:
-        print(f"config error: {error}", file=sys.stderr)
-        sys.exit(2)
-    sys.argv = [sys.argv[0], *argv, *resume_in_place(argv)]
-    main()
+    previous = hold_ctrl_c()
+    try:
+        argv = sys.argv[1:] if argv is None else argv
+        error = override_error(argv, CONFIG_DIR)
+        _EXISTED = _existing_paths([*argv, *resume_in_place(argv)]) if error is None else None
+        error = error or _output_dir_error(argv)
+        if ctrl_c_pending():
+            print("interrupted before the run started: nothing was written", file=sys.stderr)
+            raise Abandoned(130)
+        if error is not None:
+            print(f"config error: {error}", file=sys.stderr)
+            sys.exit(2)
+        sys.argv = [sys.argv[0], *flags_first([*argv, *resume_in_place(argv)])]
+        main()
+        if ctrl_c_pending():  # after the run's own end (Hydra's closing steps)
+            print("interrupted after the run ended", file=sys.stderr)
+            raise Abandoned(130)
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
 
 
 if __name__ == "__main__":
@@ -275,3 +324,5 @@ if __name__ == "__main__":
         cli()
     except Abandoned as stop:  # no interpreter teardown after an interrupted compile
         _exit_now(int(stop.code))
+    except KeyboardInterrupt:  # a second Ctrl-C while the first one's line was written
+        _exit_now(130)

@@ -407,6 +407,10 @@ EVALUATE_BAD_INPUTS: list[tuple[list[str], str]] = [
     (["{run}", "--episodes", "0"], "'0' is not a positive integer"),
     (["{run}", "--bogus"], "unrecognized arguments: --bogus"),
     ([], "the following arguments are required: run_dir"),
+    (["{run}", "--seed", "-1"], "'-1' is not an integer in [0, 2147483647]"),
+    (["{run}", "--seed", "99999999999999999999"], "is not an integer in [0, 2147483647]"),
+    (["{run}", "--seed", "abc"], "'abc' is not an integer in [0, 2147483647]"),
+    (["{run}/config.yaml"], "config.yaml is a file, not a run directory"),
 ]
 
 

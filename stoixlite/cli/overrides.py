@@ -63,6 +63,39 @@ def _one_line(message: str) -> str:
     return "; ".join(lines[:2]) if lines else "invalid command-line override"
 
 
+# Hydra plugins a config group option needs, and the extra that installs each.
+_PLUGIN_EXTRAS = {"optuna": "optuna", "joblib": "cluster", "submitit_local": "cluster"}
+_PLUGIN_EXTRAS["submitit_slurm"] = "cluster"
+_NOT_LOADED = re.compile(r"Could not load 'hydra/(\w+)/(\w+)'")
+
+
+def _hydra_error_line(err: BaseException) -> str:
+    """One line of a Hydra composition error: with the options Hydra lists one per line, the
+    reason of a merge error (its cause), and the install of a plugin that is missing."""
+    lines = [line.strip() for line in str(err).splitlines() if line.strip()]
+    for i, line in enumerate(lines):
+        if line.startswith("Available options in"):
+            options = []
+            for option in lines[i + 1 :]:
+                if option.startswith("Config search path"):
+                    break
+                options.append(option)
+            return f"{lines[0]}; {line} {', '.join(options)}"
+    plugin = _NOT_LOADED.search(str(err))
+    if plugin and plugin.group(2) in _PLUGIN_EXTRAS:
+        extra = _PLUGIN_EXTRAS[plugin.group(2)]
+        return (
+            f"{lines[0]} (Hydra's {plugin.group(2)} {plugin.group(1)} plugin is not installed: "
+            f"pip install 'stoixlite[{extra}]')"
+        )
+    cause = err.__cause__
+    if lines and lines[0].startswith("Error merging override") and cause is not None:
+        reason = [line.strip() for line in str(cause).splitlines() if line.strip()]
+        if reason:
+            return f"{lines[0]}: {reason[0]}"
+    return _one_line(str(err))
+
+
 def _composed(
     argv: list[str], config_dir: Path, config_name: str = "config"
 ) -> tuple[DictConfig | None, str | None]:
@@ -79,7 +112,7 @@ def _composed(
         missing = _MISSING_KEY.search(str(err))
         if missing:
             return None, _missing_key_error(missing.group(1), overrides, config_dir, config_name)
-        return None, _one_line(str(err))
+        return None, _hydra_error_line(err)
 
 
 def _compose(config_dir: Path, config_name: str, overrides: list[str]) -> DictConfig:
@@ -105,6 +138,11 @@ def _missing_key_error(path: str, overrides: list[str], config_dir: Path, config
     except Exception:  # another override is broken too: it is reported once this one is fixed
         return f"{own} is invalid: unknown key"
     parts = path.split(".")
+    if len(parts) == 1 and (config_dir / path).is_dir():  # a group not in the defaults
+        return (
+            f"{path}={value!r} is invalid: {path} is a config group not in the defaults; add it "
+            f"with +{path}={value} (choose one of {group_options(config_dir, path)})"
+        )
     for depth, key in enumerate(parts):
         if not isinstance(node, DictConfig):
             break
@@ -179,6 +217,56 @@ _VALUED_FLAGS += ("-cp", "--config-path", "-cn", "--config-name", "-cd", "--conf
 _VALUED_FLAGS += ("--experimental-rerun",)
 
 
+_INFO_CHOICES = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
+_CFG_CHOICES = ("job", "hydra", "all")
+
+
+def _flag_value(flag: str, following: str | None) -> bool:
+    """Whether ``following`` is ``flag``'s value (``--info`` takes one only optionally)."""
+    if following is None or flag not in _VALUED_FLAGS:
+        return False
+    return flag not in ("-i", "--info") or following in _INFO_CHOICES
+
+
+def flags_first(argv: list[str]) -> list[str]:
+    """``argv`` with Hydra's flags (and their values) before the overrides: Hydra's parser
+    takes the overrides as one list and refuses a flag placed between two of them."""
+    flags: list[str] = []
+    overrides: list[str] = []
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        following = argv[i + 1] if i + 1 < len(argv) else None
+        if arg in HYDRA_FLAGS:
+            takes = _flag_value(arg, following)
+            flags += [arg, following] if takes and following is not None else [arg]
+            i += 2 if takes else 1
+            continue
+        overrides.append(arg)
+        i += 1
+    return [*flags, *overrides]
+
+
+def flag_value_error(argv: list[str], config_dir: Path) -> str | None:
+    """One line for a Hydra flag whose value Hydra would refuse with its usage text or a
+    search-path listing: ``--cfg`` other than job, hydra or all, a ``--config-name`` that is not
+    a config of ``config_dir``, a valued flag given no value."""
+    for i, arg in enumerate(argv):
+        if arg not in _VALUED_FLAGS or arg in ("-i", "--info"):
+            continue
+        value = argv[i + 1] if i + 1 < len(argv) else None
+        if value is None or value in HYDRA_FLAGS:
+            return f"{arg} is invalid: give it a value (e.g. --cfg job)"
+        if arg in ("-c", "--cfg") and value not in _CFG_CHOICES:
+            return f"{arg} {value} is invalid: choose one of {list(_CFG_CHOICES)}"
+        elsewhere = {"-cp", "--config-path", "-cd", "--config-dir"} & set(argv)
+        if arg in ("-cn", "--config-name") and not elsewhere:
+            names = sorted(p.stem for p in config_dir.glob("*.yaml"))
+            if Path(value).stem not in names:
+                return f"{arg} {value} is invalid: choose one of {names}"
+    return None
+
+
 def argument_error(argv: list[str]) -> str | None:
     """One line for an argument that is neither a Hydra flag nor a ``key=value`` override Hydra
     can parse: an unknown flag (``--foo``), no key (``=5``), a key with a non-ASCII character,
@@ -208,6 +296,19 @@ def argument_error(argv: list[str]) -> str | None:
                 f"{arg} is invalid: the key {bare!r} has a non-ASCII character {odd[0]!r} (keys "
                 f"are ASCII letters, digits, '_', '-', '.' and '/'){hint}"
             )
+        if "" in bare.split("."):
+            joined = ".".join(part for part in bare.split(".") if part)
+            return (
+                f"{arg} is invalid: the key {bare!r} has an empty part between dots; did you "
+                f"mean {joined}?"
+            )
+        odd = [c for c in value if not c.isascii()]
+        if odd and value[:1] not in ("'", '"'):
+            plain = unicodedata.normalize("NFKC", value)
+            hint = (
+                f"did you mean {key}={plain}?" if plain.isascii() else f"quote it: {key}='{value}'"
+            )
+            return f"{arg} is invalid: the value has a non-ASCII character {odd[0]!r}; {hint}"
         if bare in ("hydra.run.dir", "hydra.sweep.dir") and not value.strip():
             return (
                 f"{bare}='' is invalid: give a directory, or leave {bare} out for the default "
@@ -243,6 +344,7 @@ def composed_or_error(
     None)`` for a multirun or Hydra flags, whose composing is Hydra's)."""
     error = (
         argument_error(argv)
+        or flag_value_error(argv, config_dir)
         or group_option_error(argv, config_dir)
         or run_dir_error(argv)
         or resume_dir_error(argv)

@@ -8,7 +8,10 @@ stoixlite.rec_ppo`` and ``python -m stoixlite.evaluate``:
   ERROR (the evaluator: orbax's read-only notices);
 * ``sys.unraisablehook`` drops the ``RuntimeError('Event loop is closed')`` that orbax's aborted
   reads of a broken checkpoint raise later from their worker threads (printed as bare tracebacks
-  otherwise); every other unraisable exception is reported as before.
+  otherwise), and the ``KeyboardInterrupt`` that a Ctrl-C raised where Python cannot raise it
+  (a garbage collector callback such as JAX's ``_xla_gc_callback``, a ``__del__``): the entry
+  point recorded that Ctrl-C and acts on it (:func:`stoixlite.run.signals.hold_ctrl_c`); every
+  other unraisable exception is reported as before.
 """
 
 from __future__ import annotations
@@ -33,6 +36,8 @@ def _drop_aborted_reads() -> None:
     def hook(unraisable: Any) -> None:
         exc = unraisable.exc_value
         if isinstance(exc, RuntimeError) and str(exc) == "Event loop is closed":
+            return
+        if isinstance(exc, KeyboardInterrupt):  # recorded by the entry point's handler
             return
         previous(unraisable)
 

@@ -13,8 +13,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import os
 import typing
 from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import Any
 
 from stoixlite.config.schema import (
@@ -96,7 +98,7 @@ def check_env(errors: Errors, env: EnvConfig) -> EnvConfig:
         errors.add(
             "env.name",
             env.name,
-            f"needs {names}, which is not installed (pip install 'stoixlite[{missing[0]}]')",
+            f"needs {names}, which is not installed ({spec.install_command})",
         )
         return env
     levels = spec.difficulties
@@ -250,6 +252,18 @@ def check_budget(errors: Errors, run: RunConfig) -> None:
             f"must be at least one update of arch.num_envs x system.rollout_length = "
             f"{run.steps_per_update} steps",
         )
+    optimiser_steps = (
+        max(arch.total_timesteps // run.steps_per_update, 1)
+        * system.epochs
+        * system.num_minibatches
+    )
+    if optimiser_steps > INT_LIMIT:
+        errors.add(
+            "system.epochs",
+            system.epochs,
+            f"the run's optimiser steps (updates x system.epochs x system.num_minibatches = "
+            f"{optimiser_steps}) must stay <= {INT_LIMIT} (the optimiser counts them in int32)",
+        )
     if arch.num_devices is not None and not errors:
         device_split_errors(errors, run, arch.num_devices)
 
@@ -275,3 +289,28 @@ def check_device_split(run: RunConfig, num_devices: int) -> None:
     device_split_errors(errors, run, num_devices)
     if errors:
         raise ConfigError(errors)
+
+
+def wandb_dir_error(run: RunConfig) -> str | None:
+    """One line when ``logger.wandb.dir`` cannot be created or written (W&B would fail only
+    after its start-up, naming no key); checked by the trainer before anything is built. What
+    this check creates it removes again."""
+    wandb = run.logger.wandb
+    if wandb is None or not wandb.dir:
+        return None
+    path = Path(wandb.dir).expanduser().absolute()
+    created = [q for q in (path, *path.parents) if not q.exists()]
+    probe = path / f".write-test-{os.getpid()}"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        probe.touch()
+        probe.unlink()
+    except OSError as err:
+        return f"logger.wandb.dir={wandb.dir} is invalid: cannot write it ({err.strerror or err})"
+    finally:
+        for directory in created:
+            try:
+                directory.rmdir()
+            except OSError:
+                break
+    return None

@@ -71,6 +71,10 @@ TIME_LIMIT_IN_TERMINATED = frozenset({"breakout", "cartpole", "noisy_cartpole"})
 # step after the pole falls is the last (it pays 0).
 DONE_ONE_STEP_LATE = frozenset({"cartpole", "noisy_cartpole"})
 DIFFICULTIES = ("easy", "medium", "hard")
+# popgym-arcade's own dependencies but one come with the `arcade` extra; the package itself goes
+# in without its dependencies (its stable-gymnax installs a module named `gymnax` over gymnax's
+# files, and an extra cannot leave out a dependency's dependency): docs/envs.md, "POPGym Arcade".
+ARCADE_INSTALL = "pip install 'stoixlite[arcade]' && pip install --no-deps 'popgym-arcade==0.0.7'"
 # the frame sides every game draws (their render tables are keyed by these)
 OBS_SIZES = (128, 256)
 
@@ -156,5 +160,8 @@ class ArcadeEnv(GymnaxStyleEnv):
 
 for _game in ARCADE_GAMES:
     register_env(
-        f"arcade/{_game}", difficulties=DIFFICULTIES, requires=("popgym_arcade", "dm_pix")
+        f"arcade/{_game}",
+        difficulties=DIFFICULTIES,
+        requires=("popgym_arcade", "dm_pix"),
+        install=ARCADE_INSTALL,
     )(partial(ArcadeEnv, _game))

@@ -41,7 +41,10 @@ Invalid actions are the worst valid action at that state (the gymnax-style adapt
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import io
+import logging
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
 
@@ -52,41 +55,65 @@ import numpy as np
 from stoixlite.envs.gymnax_style import GymnaxStyleEnv, replace_params
 from stoixlite.envs.registry import register_env
 
+log = logging.getLogger(__name__)
+
+
+@contextlib.contextmanager
+def _texture_notes_logged() -> Iterator[None]:
+    """Craftax prints notes on its texture cache when its modules are imported and its envs
+    made ("Loading Craftax textures from cache.", ...): they go to this module's debug log
+    instead of stdout, where they came before a run's first line (a config error included)."""
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            yield
+    finally:
+        for line in printed.getvalue().splitlines():
+            log.debug("craftax: %s", line)
+
 
 def _classic_symbolic() -> tuple[Any, Any]:
     """Craftax-Classic's symbolic env (no auto-reset) and its ``Achievement`` enum."""
-    from craftax.craftax_classic.constants import Achievement
-    from craftax.craftax_classic.envs.craftax_symbolic_env import (
-        CraftaxClassicSymbolicEnvNoAutoReset,
-    )
+    with _texture_notes_logged():
+        from craftax.craftax_classic.constants import Achievement
+        from craftax.craftax_classic.envs.craftax_symbolic_env import (
+            CraftaxClassicSymbolicEnvNoAutoReset,
+        )
 
-    return CraftaxClassicSymbolicEnvNoAutoReset(), Achievement
+        env = CraftaxClassicSymbolicEnvNoAutoReset()
+    return env, Achievement
 
 
 def _symbolic() -> tuple[Any, Any]:
     """Craftax's symbolic env (no auto-reset) and its ``Achievement`` enum."""
-    from craftax.craftax.constants import Achievement
-    from craftax.craftax.envs.craftax_symbolic_env import CraftaxSymbolicEnvNoAutoReset
+    with _texture_notes_logged():
+        from craftax.craftax.constants import Achievement
+        from craftax.craftax.envs.craftax_symbolic_env import CraftaxSymbolicEnvNoAutoReset
 
-    return CraftaxSymbolicEnvNoAutoReset(), Achievement
+        env = CraftaxSymbolicEnvNoAutoReset()
+    return env, Achievement
 
 
 def _classic_pixels() -> tuple[Any, Any]:
     """Craftax-Classic's pixel env (no auto-reset) and its ``Achievement`` enum."""
-    from craftax.craftax_classic.constants import Achievement
-    from craftax.craftax_classic.envs.craftax_pixels_env import (
-        CraftaxClassicPixelsEnvNoAutoReset,
-    )
+    with _texture_notes_logged():
+        from craftax.craftax_classic.constants import Achievement
+        from craftax.craftax_classic.envs.craftax_pixels_env import (
+            CraftaxClassicPixelsEnvNoAutoReset,
+        )
 
-    return CraftaxClassicPixelsEnvNoAutoReset(), Achievement
+        env = CraftaxClassicPixelsEnvNoAutoReset()
+    return env, Achievement
 
 
 def _pixels() -> tuple[Any, Any]:
     """Craftax's pixel env (no auto-reset) and its ``Achievement`` enum."""
-    from craftax.craftax.constants import Achievement
-    from craftax.craftax.envs.craftax_pixels_env import CraftaxPixelsEnvNoAutoReset
+    with _texture_notes_logged():
+        from craftax.craftax.constants import Achievement
+        from craftax.craftax.envs.craftax_pixels_env import CraftaxPixelsEnvNoAutoReset
 
-    return CraftaxPixelsEnvNoAutoReset(), Achievement
+        env = CraftaxPixelsEnvNoAutoReset()
+    return env, Achievement
 
 
 # registered variant -> the loader of its env and achievements. Craftax is imported on first use:
@@ -116,7 +143,9 @@ class CraftaxEnv(GymnaxStyleEnv):
         if difficulty is not None:
             raise ValueError(f"{name} has no difficulty levels; got {difficulty!r}")
         functional, achievement = CRAFTAX_VARIANTS[variant]()
-        params = replace_params(functional.default_params, param_overrides, name)
+        params = replace_params(
+            functional.default_params, param_overrides, name, time_limit="max_timesteps"
+        )
         super().__init__(
             functional,
             params,

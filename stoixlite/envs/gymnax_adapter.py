@@ -131,7 +131,9 @@ class GymnaxEnv(GymnaxStyleEnv):
         if difficulty is not None:
             raise ValueError(f"gymnax/{env_id} has no difficulty levels; got {difficulty!r}")
         env, params = load_gymnax().make(env_id, **(env_kwargs or {}))
-        params = replace_params(params, param_overrides, f"gymnax/{env_id}")
+        params = replace_params(
+            params, param_overrides, f"gymnax/{env_id}", time_limit="max_steps_in_episode"
+        )
         super().__init__(env, params, f"gymnax/{env_id}", int(params.max_steps_in_episode))
         self._env_id = env_id
 

@@ -90,14 +90,81 @@ def convert_space(space: Any, *, flatten: bool, keep_images: bool = False) -> Sp
     raise TypeError(f"unsupported space {space!r}: need Discrete (n) or Box (low, high, shape)")
 
 
-def replace_params(params: Any, overrides: dict[str, Any], env_name: str) -> Any:
-    """``params`` (a dataclass, e.g. gymnax's ``EnvParams``) with ``overrides`` replaced;
-    ``ValueError`` naming the unknown keys and the allowed ones."""
+_INT32_MAX = int(np.iinfo(np.int32).max)  # integers inside a compiled program are int32
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_)
+    )
+
+
+def _is_finite_number(value: Any) -> bool:
+    return _is_number(value) and bool(np.isfinite(float(value)))
+
+
+def param_value(key: str, default: Any, value: Any, time_limit: bool = False) -> Any:
+    """``value`` as the parameter ``key`` whose default is ``default`` takes it; ``ValueError``
+    (one line naming ``key=value``) if it does not fit. gymnax-style params declare types (their
+    defaults') but no ranges; the rules:
+
+    * a bool default takes ``true``/``false``;
+    * an integer default (or ``time_limit``: the env's time limit, whatever its default's type)
+      takes an integer within int32; one with a positive default (a time limit, a length, a
+      count) must be >= 1, one with a default of 0 must be >= 0;
+    * a float default (or a scalar array) takes a finite number;
+    * a tuple or array default takes a list of as many finite numbers (``null`` where the
+      default has ``None``).
+    """
+    given = f"{key}={value!r}"
+    if isinstance(default, (bool, np.bool_)):
+        if not isinstance(value, bool):
+            raise ValueError(f"{given}: must be true or false")
+        return value
+    if time_limit or isinstance(default, (int, np.integer)):
+        if not _is_finite_number(value) or float(value) != int(value):
+            raise ValueError(f"{given}: must be an integer; default {default}")
+        low = 1 if time_limit or default > 0 else 0 if default == 0 else -_INT32_MAX
+        if not low <= int(value) <= _INT32_MAX:
+            raise ValueError(
+                f"{given}: must be an integer in [{low}, {_INT32_MAX}]; default {default}"
+            )
+        return int(value)
+    if isinstance(default, (float, np.floating)) or np.shape(default) == ():
+        if not _is_finite_number(value):
+            raise ValueError(f"{given}: must be a finite number; default {default}")
+        return float(value)
+    entries = list(np.asarray(default, dtype=object).reshape(-1))
+    values = list(value) if isinstance(value, (tuple, list)) else []
+    if len(values) != len(entries) or not all(
+        (v is None and d is None) or _is_finite_number(v)
+        for v, d in zip(values, entries, strict=True)
+    ):
+        raise ValueError(
+            f"{given}: must be a list of {len(entries)} finite numbers; default {default}"
+        )
+    if isinstance(default, (tuple, list)):
+        return type(default)(values)
+    return jnp.asarray(values, dtype=default.dtype).reshape(np.shape(default))
+
+
+def replace_params(
+    params: Any, overrides: dict[str, Any], env_name: str, time_limit: str | None = None
+) -> Any:
+    """``params`` (a dataclass, e.g. gymnax's ``EnvParams``) with ``overrides`` replaced, each
+    checked against its default (:func:`param_value`; ``time_limit``: the name of the env's time
+    limit parameter, if any); ``ValueError`` naming the unknown keys and the allowed ones, or
+    the first value that does not fit."""
     allowed = sorted(params.__dataclass_fields__)
     unknown = sorted(set(overrides) - set(allowed))
     if unknown:
         raise ValueError(f"unknown params {unknown} for {env_name}; allowed: {allowed}")
-    return params.replace(**overrides)
+    return params.replace(
+        **{
+            key: param_value(key, getattr(params, key), value, time_limit=key == time_limit)
+            for key, value in overrides.items()
+        }
+    )
 
 
 class GymnaxStyleEnv(Environment):

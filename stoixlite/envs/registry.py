@@ -13,7 +13,9 @@ A registration declares everything the rest of stoixlite reads about an env::
   :class:`~stoixlite.envs.popgym.reference.PopgymReference`), read by ``evaluate --reference``;
 * ``requires``: the modules of optional dependencies the factory imports (e.g. ``("craftax",)``,
   installed by an extra such as ``.[craftax]``). The env is listed either way; the config check
-  refuses it in one line when a module is missing (:func:`missing_modules`), and tests skip it.
+  refuses it in one line when a module is missing (:func:`missing_modules`), and tests skip it;
+* ``install``: the command that installs them, named by that line (default
+  ``pip install 'stoixlite[<suite>]'``: the extra named after the suite).
 
 Every module under ``stoixlite/envs`` is imported on first use (:class:`stoixlite.registry.
 Registry`), so a new env, or a whole new suite folder, needs only its own files and
@@ -42,10 +44,16 @@ class EnvSpec:
     difficulties: tuple[str, ...] = ()  # allowed difficulty levels (empty: none)
     reference: Any = None  # the original the env ports (suite-specific), if any
     requires: tuple[str, ...] = ()  # modules of optional dependencies the factory imports
+    install: str = ""  # the command installing them (default: the extra named after the suite)
 
     @property
     def suite(self) -> str:
         return self.name.split("/", 1)[0]
+
+    @property
+    def install_command(self) -> str:
+        """The command that installs the modules this env requires."""
+        return self.install or f"pip install 'stoixlite[{self.suite}]'"
 
 
 ENVS: Registry[EnvSpec] = Registry("env", ["stoixlite.envs"])
@@ -56,14 +64,16 @@ def register_env(
     difficulties: Iterable[str] = (),
     reference: Any = None,
     requires: Iterable[str] = (),
+    install: str = "",
 ) -> Callable[[EnvFactory], EnvFactory]:
     """Decorator registering an env factory (a class or function returning an Environment)
     under ``names``, with its difficulty levels (any iterable of names, e.g. the difficulty
-    table), its reference and the optional modules it requires (see the module docstring)."""
+    table), its reference, the optional modules it requires and the command installing them
+    (see the module docstring)."""
 
     def wrap(factory: EnvFactory) -> EnvFactory:
         for name in names:
-            spec = EnvSpec(name, factory, tuple(difficulties), reference, tuple(requires))
+            spec = EnvSpec(name, factory, tuple(difficulties), reference, tuple(requires), install)
             ENVS.add(name, spec)
         return factory
 

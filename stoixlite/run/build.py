@@ -127,7 +127,8 @@ class Run:
     split: Callable[[jax.Array], tuple[jax.Array, jax.Array]] = field(init=False)
     params_finite: Callable[[Any], jax.Array] = field(init=False)
     compiled_learn: Any = field(init=False, default=None)  # ``learn`` compiled ahead of time
-    # Programs compiled ahead of time, shared by the copies of a cached run (same programs).
+    # Programs compiled ahead of time (and the memory estimate, run/footprint.py), shared by the
+    # copies of a cached run (same programs).
     compiled: dict[str, Any] = field(init=False, default_factory=dict)
     state_shardings: Any = field(init=False, default=None)  # of the learner state (None: 1 device)
 

@@ -44,6 +44,7 @@ from stoixlite.run.divergence import (
     halved_lr,
     nonfinite_message,
 )
+from stoixlite.run.footprint import check_fits, run_devices
 from stoixlite.run.outputs import recorder_settings
 from stoixlite.run.resume import (
     CONFIG_FILE,
@@ -159,6 +160,7 @@ def open_training(cfg: RunConfig, run_dir: Path, resume: bool, sweep: str | None
         run_dir_outputs=",".join(held),
     )
     run = build_run(cfg)  # refuses device counts that do not fit, before anything is written
+    check_fits(run, run_devices(run))  # and a run that cannot fit in memory, before compiling
     if held:  # a new run would append to its records and mix its checkpoints with them
         raise RunDirInUseError(run_dir_in_use(run_dir, held))
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -31,6 +31,7 @@ from stoixlite.config.schema import CNN_KEYS, RunConfig
 from stoixlite.config.strict import ConfigError
 from stoixlite.run.build import Run, build_run
 from stoixlite.run.sharding import to_host
+from stoixlite.tracking.checkpoint_errors import CheckpointCorruptError
 from stoixlite.tracking.checkpointing import Checkpointer, checkpoint_dir, quiet_orbax
 from stoixlite.tracking.files import CHECKPOINT_DIRNAME, CONFIG_FILE
 
@@ -206,6 +207,8 @@ def find_checkpoint(run_dir: str | Path, checkpoint: str | int = "latest") -> tu
     step, another config.
     """
     run_dir = Path(run_dir)
+    if run_dir.exists() and not run_dir.is_dir():
+        raise FileNotFoundError(f"{run_dir} is a file, not a run directory")
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run directory {run_dir} does not exist")
     config_path = run_dir / CONFIG_FILE
@@ -230,6 +233,15 @@ def load_run(run_dir: str | Path, checkpoint: str | int = "latest") -> tuple[Run
     cfg, step = find_checkpoint(run_dir, checkpoint)
     run = build_run(cfg)
     fingerprint = config_fingerprint(run.config)
-    with Checkpointer(checkpoint_dir(run_dir), fingerprint, read_only=True) as ckpt:
-        state, _, _, step = restore(run, ckpt, None if checkpoint == "latest" else step)
+    directory = checkpoint_dir(run_dir)
+    with Checkpointer(directory, fingerprint, read_only=True) as ckpt:
+        try:
+            state, _, _, step = restore(run, ckpt, None if checkpoint == "latest" else step)
+        except ValueError as err:  # a chosen checkpoint's garbled metadata (a JSON parser's text)
+            if isinstance(err, ConfigError):
+                raise
+            reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise CheckpointCorruptError(
+                f"checkpoint {step} in {directory} is unreadable ({reason})"
+            ) from err
     return run, state, step

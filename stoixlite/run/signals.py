@@ -1,14 +1,80 @@
-"""Stopping a run cleanly: SIGINT/SIGTERM become a stop request checked between chunks."""
+"""Stopping a run cleanly: SIGINT/SIGTERM become a stop request checked between chunks.
+
+Before the training loop, a command-line process holds Ctrl-C itself (:func:`hold_ctrl_c`,
+installed by the entry point before anything slow is imported): the signal is recorded, and
+raises ``KeyboardInterrupt`` only inside :func:`ctrl_c_raises` (where the entry point handles it,
+e.g. to stop XLA's compiler midway). Elsewhere (imports, where an interrupted extension module
+becomes an ``ImportError``; Hydra's own code) it is only recorded and acted on at the next check
+(:func:`ctrl_c_pending`). A ``KeyboardInterrupt`` raised where Python drops it (a garbage
+collector callback such as JAX's, a ``__del__``) is recorded all the same: the training loop does
+not start while one is pending (:class:`StopRequest` raises it again).
+"""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 log = logging.getLogger(__name__)
+
+
+class _CtrlC:
+    """The process's Ctrl-C as held by :func:`hold_ctrl_c`: whether one arrived, and whether
+    one raises at once."""
+
+    pending: bool = False
+    raises: bool = False
+
+
+def _record_ctrl_c(signum: int, frame: Any) -> None:
+    _CtrlC.pending = True
+    if _CtrlC.raises:
+        raise KeyboardInterrupt
+
+
+def hold_ctrl_c() -> Any:
+    """Record Ctrl-C (SIGINT) in this process from now on instead of raising it anywhere; returns
+    the handler it replaced. For entry points only, from the main thread (elsewhere it does
+    nothing and returns ``None``); it also applies where the process was started with SIGINT
+    ignored (a background job of a script, some test harnesses): Ctrl-C means stop. Held
+    already, it only stops raising: a Ctrl-C recorded so far stays pending."""
+    if threading.current_thread() is not threading.main_thread():
+        return None
+    _CtrlC.raises = False
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is _record_ctrl_c:
+        return previous
+    _CtrlC.pending = False
+    return signal.signal(signal.SIGINT, _record_ctrl_c)
+
+
+def ctrl_c_pending() -> bool:
+    """Whether a Ctrl-C held by :func:`hold_ctrl_c` arrived (and was not acted on)."""
+    return _CtrlC.pending
+
+
+def raise_if_ctrl_c() -> None:
+    """Raise ``KeyboardInterrupt`` when a held Ctrl-C arrived: a check between the steps of an
+    entry point."""
+    if _CtrlC.pending:
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def ctrl_c_raises() -> Iterator[None]:
+    """Within: a held Ctrl-C raises ``KeyboardInterrupt`` at once (one that arrived before
+    raises on entry). Outside it is recorded only."""
+    raise_if_ctrl_c()
+    _CtrlC.raises = True
+    try:
+        yield
+    finally:
+        _CtrlC.raises = False
 
 
 class TrainingInterrupted(SystemExit):
@@ -29,8 +95,9 @@ class StopRequest:
     """Context manager turning SIGINT/SIGTERM into a stop request checked at chunk boundaries.
 
     The first signal sets :attr:`signum`; a second one restores the default handlers and raises
-    ``KeyboardInterrupt`` at once. Outside the main thread (where handlers cannot be installed)
-    this does nothing.
+    ``KeyboardInterrupt`` at once. A held Ctrl-C that arrived before (:func:`hold_ctrl_c`; one
+    raised where Python dropped it) raises ``KeyboardInterrupt`` on entry: the loop does not
+    start. Outside the main thread (where handlers cannot be installed) this does nothing.
     """
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
@@ -51,6 +118,7 @@ class StopRequest:
         )
 
     def __enter__(self) -> StopRequest:
+        raise_if_ctrl_c()
         if threading.current_thread() is threading.main_thread():
             for sig in self.SIGNALS:
                 self._previous[sig] = signal.signal(sig, self._handle)

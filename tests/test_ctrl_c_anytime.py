@@ -1,0 +1,166 @@
+"""Ctrl-C at any moment from a training process's start to its first checkpoint: exit 130, one
+line on stderr, never a traceback, never a run that goes on to its end.
+
+Each case starts ``python -m stoixlite.rec_ppo`` on a tiny config in a fresh process and sends
+SIGINT once, some seconds after a sign of how far the process got: ``hydra`` (the process has
+mapped the YAML extension Hydra imports first: the entry point runs and holds Ctrl-C; then JAX
+and the envs are imported, the config composed), Hydra's ``.hydra/`` (the config is being
+parsed), ``config.yaml`` (the run is planned and compiles), ``metrics.jsonl`` (the first chunk is
+logged and its checkpoint is being written). Python's own start-up before it runs the entry
+point (``site``, a few hundred milliseconds on a busy machine) is Python's, not stoixlite's. The
+exhaustive version (``slow``) sends it every quarter of a second from the first sign to the
+first checkpoint (at most 40 moments, spread evenly). A ``KeyboardInterrupt`` that Python drops
+(raised in a garbage collector callback, as JAX's ``_xla_gc_callback`` is) is forced in its own
+case.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import TINY
+
+ROOT = Path(__file__).resolve().parents[1]
+RUN = [*TINY, "logger.plot=false", "checkpoint.every=1"]
+LAST_CHECKPOINT = "2"  # arch.num_evaluations=2 chunks: a run that went on to its end saved it
+TIMEOUT_S = 300
+EXHAUSTIVE_MOMENTS = 40  # at most: every quarter second, or 40 spread evenly
+
+# The one line a Ctrl-C ends with, by where it arrived: before the run started, before (or while)
+# the first checkpoint is written, or in the first chunk (the loop saves it, then stops).
+LINES = (
+    "interrupted before the run started: nothing was written",
+    "interrupted before the first checkpoint: nothing was saved in ",
+    "interrupted before the next checkpoint; resume with `python -m stoixlite.rec_ppo resume=",
+    "stopped by SIGINT after chunk 1; resume with `python -m stoixlite.rec_ppo resume=",
+)
+
+
+def _start(run_dir: Path, cwd: Path, code: str | None = None) -> subprocess.Popen:
+    entry = ["-c", code] if code is not None else ["-m", "stoixlite.rec_ppo"]
+    return subprocess.Popen(
+        [sys.executable, *entry, *RUN, f"hydra.run.dir={run_dir}"],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _reached(proc: subprocess.Popen, run_dir: Path, sign: str) -> bool:
+    """Whether the process got as far as ``sign`` (see the module docstring)."""
+    if sign != "hydra":
+        return (run_dir / sign).exists()
+    try:
+        return "/_yaml." in Path(f"/proc/{proc.pid}/maps").read_text()
+    except OSError:  # the process ended
+        return True
+
+
+def _wait_for(proc: subprocess.Popen, run_dir: Path, sign: str) -> None:
+    deadline = time.monotonic() + TIMEOUT_S
+    while proc.poll() is None and not _reached(proc, run_dir, sign):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the run never got to {sign}")
+        time.sleep(0.005)
+
+
+def _check_stopped(proc: subprocess.Popen, run_dir: Path, moment: str) -> None:
+    out, err = proc.communicate(timeout=TIMEOUT_S)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert proc.returncode == 130, (moment, proc.returncode, out, err)
+    assert len(lines) == 1 and lines[0].startswith(LINES), (moment, err)
+    assert "Traceback" not in out + err and "Exception ignored" not in err, (moment, err)
+    assert "final eval return" not in out, (moment, out)
+    assert not (run_dir / "checkpoints" / LAST_CHECKPOINT).exists(), moment
+
+
+def _interrupt_at(tmp_path: Path, sign: str, after_s: float = 0.0) -> None:
+    """Start a run, send SIGINT ``after_s`` seconds after it got to ``sign`` (see the module
+    docstring), and check how it ended."""
+    run_dir = tmp_path / "run"
+    proc = _start(run_dir, tmp_path)
+    _wait_for(proc, run_dir, sign)
+    time.sleep(after_s)
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    _check_stopped(proc, run_dir, f"{after_s} s after {sign}")
+
+
+MOMENTS = [
+    ("hydra", 0.0),  # the entry point's imports
+    ("hydra", 1.0),  # JAX's and the envs' imports, the config composed
+    (".hydra", 0.0),  # the config parsed and checked
+    ("config.yaml", 0.0),  # right after the run is planned: it compiles
+    ("metrics.jsonl", 0.0),  # the first chunk logged, its checkpoint written
+]
+
+
+@pytest.mark.parametrize(("sign", "after_s"), MOMENTS)
+def test_ctrl_c_stops_the_run(tmp_path, sign, after_s):
+    _interrupt_at(tmp_path, sign, after_s)
+
+
+def _first_checkpoint_s(tmp_path: Path) -> float:
+    """Seconds from a run's first sign (``hydra``) to its first checkpoint, on this machine
+    now."""
+    run_dir = tmp_path / "timing"
+    proc = _start(run_dir, tmp_path)
+    _wait_for(proc, run_dir, "hydra")
+    start = time.monotonic()
+    _wait_for(proc, run_dir, "checkpoints/1")
+    seconds = time.monotonic() - start
+    proc.kill()
+    proc.communicate()
+    return seconds
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_the_run_at_every_moment(tmp_path):
+    until = _first_checkpoint_s(tmp_path)
+    step = max(0.25, until / EXHAUSTIVE_MOMENTS)
+    for i in range(int(until / step) + 1):
+        case = tmp_path / f"at_{i}"
+        case.mkdir()
+        _interrupt_at(case, "hydra", step * i)
+
+
+# The Ctrl-C arrives while a garbage collector callback runs (JAX registers one,
+# ``_xla_gc_callback``), just before the learn chunk compiles: the KeyboardInterrupt it raises is
+# dropped by Python ("Exception ignored in"), and the run used to train to its end, exit 0.
+_CTRL_C_IN_A_GC_CALLBACK = """
+import gc, os, runpy, signal, sys, time
+from stoixlite.run import build
+
+compile_programs = build.Run.compile_programs
+
+def interrupt_in_callback(phase, info):
+    gc.callbacks.remove(interrupt_in_callback)
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(0.05)  # the handler runs here, inside the callback
+
+def compile_after_a_dropped_ctrl_c(self, state, key):
+    gc.callbacks.append(interrupt_in_callback)
+    gc.collect()
+    if interrupt_in_callback in gc.callbacks:
+        raise AssertionError("the callback did not run")
+    return compile_programs(self, state, key)
+
+build.Run.compile_programs = compile_after_a_dropped_ctrl_c
+sys.argv = ["rec_ppo", *sys.argv[1:]]
+runpy.run_module("stoixlite.rec_ppo", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_a_ctrl_c_python_dropped_still_stops_the_run(tmp_path):
+    run_dir = tmp_path / "run"
+    proc = _start(run_dir, tmp_path, code=_CTRL_C_IN_A_GC_CALLBACK)
+    _check_stopped(proc, run_dir, "gc callback")
+    assert not (run_dir / "checkpoints" / "1").exists()  # stopped before the loop started
