@@ -116,6 +116,7 @@ def _job_failed(run_dir: Path, message: str, summary: str | None = None) -> floa
 def main(cfg: DictConfig) -> float:
     from stoixlite.cli.process import setup_process
     from stoixlite.cli.resume import resume_config
+    from stoixlite.envs.host.sources import HostEnvError
     from stoixlite.run.distributed import DistributedError
     from stoixlite.run.divergence import NonFiniteError
     from stoixlite.run.loop import train as run
@@ -150,6 +151,7 @@ def main(cfg: DictConfig) -> float:
         NonFiniteError,
         CheckpointCorruptError,
         RunDirInUseError,
+        HostEnvError,
     ) as err:
         if multirun:
             return _job_failed(run_dir, f"{type(err).__name__}: {err}\n")
@@ -157,7 +159,9 @@ def main(cfg: DictConfig) -> float:
         for line in str(err).splitlines():
             print(f"{kind}: {line}", file=sys.stderr)
         _remove_litter(Path(hydra_cfg.runtime.output_dir))
-        sys.exit(1 if isinstance(err, (NonFiniteError, CheckpointCorruptError)) else 2)
+        sys.exit(
+            1 if isinstance(err, (NonFiniteError, CheckpointCorruptError, HostEnvError)) else 2
+        )
     except OSError as err:  # a full disk, an unwritable output directory
         if multirun:
             return _job_failed(run_dir, f"{type(err).__name__}: {err}\n")
