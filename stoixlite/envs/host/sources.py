@@ -13,6 +13,7 @@ Gymnasium's asynchronous vector can send them to its worker processes.
 from __future__ import annotations
 
 import functools
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -119,11 +120,16 @@ def host_source(name: str, difficulty: Any, kwargs: dict[str, Any]) -> HostSourc
     suite, _, rest = name.partition("/")
     gym = require_gymnasium()
     if suite == "gymnasium":
-        if rest not in gym.registry:
+        module, _, env_id = rest.rpartition(":")
+        if module:  # "<module>:<id>": the module registers the id (imported in each worker too)
+            try:
+                importlib.import_module(module)
+            except ImportError as err:
+                raise HostEnvError(f"env.name={name!r}: cannot import {module}: {err}") from None
+        if env_id not in gym.registry:
             raise HostEnvError(
-                f"env.name={name!r}: {rest!r} is not a registered Gymnasium id (register it "
-                "with gymnasium.register in a module the run imports, or pick one of "
-                "gymnasium.registry)"
+                f"env.name={name!r} is invalid: {env_id!r} is not a registered Gymnasium id "
+                "(gymnasium/<module>:<id> imports the module that registers it)"
             )
         factory = functools.partial(_gymnasium_env, rest, dict(kwargs))
     else:
