@@ -241,3 +241,12 @@ def test_unsupported_spaces_are_refused():
         gym.spaces.Dict({"a": gym.spaces.Discrete(3), "b": gym.spaces.Box(0, 1, (2,))})
     )
     assert flat.shape == (5,)
+
+
+def test_missing_gymnasium_is_one_line_with_the_install_hint(monkeypatch):
+    from stoixlite.config.strict import ConfigError
+
+    monkeypatch.setitem(__import__("sys").modules, "gymnasium", None)
+    with pytest.raises(ConfigError, match=r"pip install 'stoixlite\[host\]'") as err:
+        run_config(TINY + ["env=gymnasium/CartPole-v1"])
+    assert len(str(err.value).splitlines()) == 1

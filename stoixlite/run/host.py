@@ -14,8 +14,7 @@ the same observations the host run takes the same actions and makes the same upd
 Acting and learning take turns (no actor thread). One seed per run, on one device. The learner
 state and the host key are checkpointed as for every run; the envs are not (a Python env's state
 is its own): a resumed run resets them (the memory starts afresh at the FIRST timesteps), so it
-continues the learner exactly but not the episodes in progress. Programs compile on first use,
-inside the first chunk's time.
+continues the learner exactly but not the episodes in progress.
 """
 
 from __future__ import annotations
@@ -109,6 +108,39 @@ class HostRun(Run):
         return None, self._timestep
 
     def compile_programs(self, state: Any, key: jax.Array) -> Any:
+        """Compile the policy step and the learner by running them once on a rollout of zeros
+        of the real shapes and dtypes (the envs do not step; ``state`` is left as it is), so
+        that ``time/compile_s`` holds the compile time and the first chunk's steps per second
+        do not. Returns :attr:`learn`."""
+        assert self.vector is not None and self.vector.timestep is not None
+        host_ts = self.vector.timestep
+        ts = to_device(host_ts)
+        carry, action, extras, _ = self._policy(state.params, state.carry, ts, state.key, False)
+        t = self.ppo.rollout_length
+
+        def zeros(x: Any, dtype: Any = None) -> np.ndarray:
+            x = np.asarray(x)
+            return np.zeros((t, *x.shape), dtype or x.dtype)
+
+        last = zeros(host_ts.step_type, bool)
+        traj = Transition(
+            obs=zeros(host_ts.observation),
+            start=last,
+            action=zeros(action),
+            log_prob=None,
+            value=None,
+            reward=zeros(host_ts.reward),
+            discount=zeros(host_ts.discount),
+            last=last,
+            next_obs=zeros(host_ts.extras["next_obs"]),
+            episode_return=zeros(host_ts.extras["episode_return"]),
+            episode_length=zeros(host_ts.extras["episode_length"]),
+            invalid_action=last,
+        )
+        log_probs, values = [extras["log_prob"]] * t, [extras["value"]] * t
+        data = self._collected(state.params, state.carry, traj, log_probs, values, [carry] * t)
+        copy = jax.tree.map(lambda x: jnp.array(x, copy=True), state)
+        jax.block_until_ready(self._learn_from(copy, data))
         return self.learn
 
     def compile_learn(self, state: Any) -> Any:

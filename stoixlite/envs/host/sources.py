@@ -153,7 +153,8 @@ def host_source(name: str, difficulty: Any, kwargs: dict[str, Any]) -> HostSourc
     except UnsupportedSpace as err:
         raise HostEnvError(f"env.name={name!r}: {err}") from None
     except ModuleNotFoundError as err:
-        raise HostEnvError(f"env.name={name!r} needs {err.name}: {INSTALL_HINT}") from None
+        extra = INSTALL_HINT if suite == "gymnasium" else "pip install 'stoixlite[reference]'"
+        raise HostEnvError(f"env.name={name!r} needs {err.name}, not installed: {extra}") from None
     except Exception as err:  # the env's own refusal of its kwargs
         only = str(err).strip().splitlines()
         raise HostEnvError(
