@@ -28,6 +28,9 @@ An env that raises, or a worker process that dies, raises :class:`HostEnvError` 
 
 from __future__ import annotations
 
+import contextlib
+import warnings
+from collections.abc import Iterator
 from typing import Any
 
 import jax
@@ -136,12 +139,15 @@ class HostVector:
     def step(self, action: np.ndarray) -> TimeStep:
         """Step every env with the policy's ``action [N, ...]`` (see the module docstring)."""
         try:
-            obs, reward, terminated, truncated, info = self._vec.step(
-                env_action(self._env_space, action)
-            )
+            with _quiet_workers():
+                obs, reward, terminated, truncated, info = self._vec.step(
+                    env_action(self._env_space, action)
+                )
         except Exception as err:
-            self.close()
-            raise HostEnvError(f"{self.source.label}: an env failed: {_line(err)}") from None
+            with _quiet_workers():
+                self.close()
+            what = "a worker process died" if isinstance(err, _LOST_WORKER) else "an env failed"
+            raise HostEnvError(f"{self.source.label}: {what}: {_line(err)}") from None
         reward = np.asarray(reward, np.float32)
         terminated, truncated = np.asarray(terminated, bool), np.asarray(truncated, bool)
         done = terminated | truncated
@@ -175,10 +181,29 @@ class HostVector:
 
     def close(self) -> None:
         """Close the envs (and end the worker processes); safe to call twice."""
+        vec = self._vec
+        if getattr(vec, "closed", False):
+            return
         try:
-            self._vec.close(terminate=True) if self.asynchronous else self._vec.close()
-        except Exception:  # a vector whose workers died already
-            pass
+            vec.close(terminate=True) if self.asynchronous else vec.close()
+        except Exception:  # a worker died: end the others, and mark the vector closed
+            for process in getattr(vec, "processes", []):
+                if process.is_alive():
+                    process.terminate()
+            vec.closed = True
+
+
+# What the asynchronous vector raises when a worker process is gone.
+_LOST_WORKER = (EOFError, BrokenPipeError, ConnectionResetError)
+
+
+@contextlib.contextmanager
+def _quiet_workers() -> Iterator[None]:
+    """Gymnasium's asynchronous vector warns (the worker's traceback, several lines) before it
+    raises; the error is reported once, in :class:`HostEnvError`'s line."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", module=r"gymnasium\.vector\.async_vector_env")
+        yield
 
 
 def _line(err: BaseException) -> str:
