@@ -250,3 +250,36 @@ def test_missing_gymnasium_is_one_line_with_the_install_hint(monkeypatch):
     with pytest.raises(ConfigError, match=r"pip install 'stoixlite\[host\]'") as err:
         run_config(TINY + ["env=gymnasium/CartPole-v1"])
     assert len(str(err.value).splitlines()) == 1
+
+
+def test_host_checkpoint_restores_learner_and_keys_exactly(tmp_path):
+    """A host run's checkpoint gives back the learner state and the host key bit for bit (the
+    envs are not saved: a resumed run resets them, docs/envs.md)."""
+    from stoixlite.run.loop import end_chunk, learn_chunk, open_training
+    from stoixlite.run.resume import restore
+
+    cfg = run_config(TINY + [CLOCK, "arch.num_envs=2", "system.rollout_length=8"])
+    t = open_training(cfg, tmp_path / "run", resume=False, sweep=None)
+    try:
+        t.learn = t.run.compile_programs(t.state, t.key)
+        from stoixlite.run.divergence import CollapseWatch
+
+        t.collapse = CollapseWatch(cfg.system.lr, 2)
+        t.recorder.start(0, 0)
+        record = learn_chunk(t, 0.0)
+        end_chunk(t, record, 0.0, None)
+        t.recorder.finish(True, t.host.best_eval_return)
+        state, key, host, _ = restore(t.run, t.recorder.checkpointer)
+        jax.tree.map(
+            np.testing.assert_array_equal,
+            (state.params, state.opt_state),
+            (t.state.params, t.state.opt_state),
+        )
+        for name in ("carry", "key", "update_step", "episodes"):
+            jax.tree.map(
+                np.testing.assert_array_equal, getattr(state, name), getattr(t.state, name)
+            )
+        np.testing.assert_array_equal(key, t.key)
+        assert host.chunk == 1
+    finally:
+        t.run.close()

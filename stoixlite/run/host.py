@@ -210,32 +210,43 @@ class HostRun(Run):
     def _evaluate(self, params: Any, key: jax.Array) -> Metrics:
         """The JAX evaluator's episode per env (:func:`stoixlite.ppo.evaluate.make_evaluator`),
         on the evaluation vector, reset with a seed drawn from ``key``."""
-        vector, arch = self.eval_vector, self.config.arch
-        assert vector is not None
-        n = arch.num_eval_envs
-        key, reset_key = jax.random.split(key)
-        seed = int(jax.random.randint(reset_key, (), 0, 2**31 - 1))
-        ts = vector.reset(seed)
-        carry = self.network.initialize_carry(n)
-        done = np.zeros(n, bool)
-        ret, length = np.zeros(n, np.float32), np.zeros(n, np.int32)
-        max_steps = int((self.env.max_episode_steps or arch.eval_max_steps) + 1)
-        for _ in range(max_steps):
-            if done.all():
-                break
-            carry, action, _, key = self._policy(
-                params, carry, to_device(ts), key, arch.eval_greedy
-            )
-            ts = vector.step(np.asarray(action))
-            finished = (ts.step_type == LAST) & ~done
-            ret = np.where(finished, ts.extras["episode_return"], ret)
-            length = np.where(finished, ts.extras["episode_length"], length)
-            done |= finished
+        assert self.eval_vector is not None
+        greedy = self.config.arch.eval_greedy
+        ret, length, done = self.play(self.eval_vector, params, key, greedy)
         return {
             "return": jnp.asarray(ret),
             "length": jnp.asarray(length),
             "finished": jnp.asarray(done),
         }
+
+    def play(
+        self, vector: HostVector, params: Any, key: jax.Array, greedy: bool
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One episode per env of ``vector`` (reset with a seed drawn from ``key``), at most the
+        env's time limit (else ``arch.eval_max_steps``) + 1 steps: ``(return, length,
+        finished)``, each ``[num_envs]``."""
+        n = vector.num_envs
+        key, reset_key = jax.random.split(key)
+        ts = vector.reset(int(jax.random.randint(reset_key, (), 0, 2**31 - 1)))
+        carry = self.network.initialize_carry(n)
+        done = np.zeros(n, bool)
+        ret, length = np.zeros(n, np.float32), np.zeros(n, np.int32)
+        max_steps = int((self.env.max_episode_steps or self.config.arch.eval_max_steps) + 1)
+        for _ in range(max_steps):
+            if done.all():
+                break
+            carry, action, _, key = self._policy(params, carry, to_device(ts), key, greedy)
+            ts = vector.step(np.asarray(action))
+            finished = (ts.step_type == LAST) & ~done
+            ret = np.where(finished, ts.extras["episode_return"], ret)
+            length = np.where(finished, ts.extras["episode_length"], length)
+            done |= finished
+        return ret, length, done
+
+    def new_vector(self, num_envs: int) -> HostVector:
+        """Another vector of this run's env and settings (e.g. for the CLI evaluator)."""
+        assert self.vector is not None
+        return HostVector(self.vector.source, num_envs, **self.vector.options)
 
     def close(self) -> None:
         """End the envs (and their worker processes)."""

@@ -69,6 +69,12 @@ class HostVector:
     ):
         gym = require_gymnasium()
         self.source, self.num_envs, self.asynchronous = source, num_envs, asynchronous
+        self.options = dict(
+            asynchronous=asynchronous,
+            obs_augment=obs_augment,
+            obs_prev_reward=obs_prev_reward,
+            obs_prev_action=obs_prev_action,
+        )
         mode = gym.vector.AutoresetMode.SAME_STEP
         fns = [source.make] * num_envs
         try:
