@@ -19,8 +19,8 @@ continues the learner exactly but not the episodes in progress.
 
 from __future__ import annotations
 
-import atexit
 import functools
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -250,9 +250,7 @@ class HostRun(Run):
 
     def close(self) -> None:
         """End the envs (and their worker processes)."""
-        for vector in (self.vector, self.eval_vector):
-            if vector is not None:
-                vector.close()
+        _close(*(v for v in (self.vector, self.eval_vector) if v is not None))
 
 
 def build_host_run(cfg: RunConfig) -> HostRun:
@@ -283,5 +281,11 @@ def build_host_run(cfg: RunConfig) -> HostRun:
         vector=vector,
         eval_vector=eval_vector,
     )
-    atexit.register(run.close)
+    # The envs end with the run (a rolled-back run is rebuilt), or at the latest at exit.
+    weakref.finalize(run, _close, vector, eval_vector)
     return run
+
+
+def _close(*vectors: HostVector) -> None:
+    for vector in vectors:
+        vector.close()
