@@ -13,8 +13,8 @@ the same observations the host run takes the same actions and makes the same upd
 
 Acting and learning take turns (no actor thread). One seed per run, on one device. The learner
 state and the host key are checkpointed as for every run; the envs are not (a Python env's state
-is its own): a resumed run resets them (the memory starts afresh at the FIRST timesteps), so it
-continues the learner exactly but not the episodes in progress.
+is its own): a resumed run resets them with seeds of its own (the memory starts afresh at the
+FIRST timesteps), so it continues the learner exactly but not the episodes in progress.
 """
 
 from __future__ import annotations
@@ -85,6 +85,7 @@ class HostRun(Run):
         )
         self._learn_from = jax.jit(make_learn_from(phases, ppo), donate_argnums=0)
         self._timestep: Any = None
+        self._collecting = False
         self.update = self._update
         self.learn_chunk = self._learn_chunk
         self.evaluate = self._evaluate
@@ -93,9 +94,11 @@ class HostRun(Run):
         self.split = jax.jit(_split)
         self.params_finite = jax.jit(all_finite)
 
-    def train_seeds(self) -> list[int]:
-        """The reset seeds of the training envs: distinct per env and per ``arch.seed``."""
-        seq = np.random.SeedSequence([self.config.arch.seed, 0x5EED])
+    def train_seeds(self, update: int = 0) -> list[int]:
+        """The reset seeds of the training envs starting at ``update``: distinct per env, per
+        ``arch.seed`` and per start (a resumed run starts new episodes, not the run's first
+        ones again)."""
+        seq = np.random.SeedSequence([self.config.arch.seed, 0x5EED, update])
         return [int(s) for s in seq.generate_state(self.ppo.num_envs)]
 
     def init(self) -> tuple[Any, jax.Array]:
@@ -151,6 +154,11 @@ class HostRun(Run):
         timestep) and the :class:`~stoixlite.ppo.learner.Collected` of the JAX rollout."""
         vector = self.vector
         assert vector is not None and vector.timestep is not None
+        if not self._collecting:  # the first rollout of this process
+            self._collecting = True
+            update = int(state.update_step)
+            if update:  # resumed: the envs restart with seeds of their own
+                vector.reset(self.train_seeds(update))
         params, carry, key = state.params, state.carry, state.key
         initial, ts = carry, vector.timestep
         device_ts = to_device(ts)
