@@ -212,7 +212,7 @@ class EnvConfig:
     # out-of-range action instead of playing it as an invalid move (docs/envs.md).
     check_actions: bool = False
     # Host envs (gymnasium/<id>, popgym_ref/<name>) only: "sync" steps them in this process,
-    # "async" each in a worker process (docs/envs.md, "Your own environment").
+    # "async" each in a worker process (docs/host_envs.md).
     vector: str = rule(choice(lambda: list(HOST_VECTORS)), default="sync")
     kwargs: Mapping[str, Any] = field(default_factory=dict)
 
