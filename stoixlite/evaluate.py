@@ -38,6 +38,7 @@ from stoixlite.ppo.evaluate import make_evaluator
 from stoixlite.ppo.rollout import act
 from stoixlite.rules import INT_LIMIT
 from stoixlite.run.build import Run, make_env_stack
+from stoixlite.run.host import HostRun
 from stoixlite.run.resume import find_checkpoint, load_run
 from stoixlite.specs import Discrete
 
@@ -46,6 +47,13 @@ def evaluate_port(run: Run, params: Any, episodes: int, greedy: bool, seed: int)
     """Returns ``[episodes]`` of the policy on the JAX env (one episode per eval env), in checked
     mode: an out-of-range action raises ``InvalidActionError`` (docs/envs.md)."""
     cfg = run.config
+    if isinstance(run, HostRun):  # a host env: the same episodes, stepped on the host
+        vector = run.new_vector(episodes)
+        try:
+            ret, _, _ = run.play(vector, params, jax.random.PRNGKey(seed), greedy)
+        finally:
+            vector.close()
+        return np.asarray(ret, np.float64)
     env = make_env_stack(cfg.env, episodes, check_actions=True)
     max_steps = int((env.max_episode_steps or cfg.arch.eval_max_steps) + 1)
     evaluate = make_evaluator(
@@ -128,6 +136,11 @@ def evaluate_run(
 ) -> list[dict[str, Any]]:
     """Evaluate every seed of a run's checkpoint; one result dict per seed (returns arrays)."""
     run, state, step = load_run(run_dir, checkpoint)
+    if reference and isinstance(run, HostRun):
+        raise ValueError(
+            f"--reference: {run.config.env.name} is a host env, not a JAX port (the popgym_ref "
+            "envs are popgym's originals already)"
+        )
     results = []
     for train_seed, params in zip(
         run.config.arch.seeds, run.seed_params(state.params), strict=True

@@ -139,6 +139,7 @@ def main(cfg: DictConfig) -> float:
     from stoixlite.cli.process import setup_process
     from stoixlite.cli.resume import resume_config
     from stoixlite.config.checks import wandb_dir_error
+    from stoixlite.envs.host.sources import HostEnvError
     from stoixlite.run.distributed import DistributedError
     from stoixlite.run.divergence import NonFiniteError
     from stoixlite.run.loop import train as run
@@ -179,6 +180,7 @@ def main(cfg: DictConfig) -> float:
         NonFiniteError,
         CheckpointCorruptError,
         RunDirInUseError,
+        HostEnvError,
     ) as err:
         if multirun:
             return _job_failed(run_dir, f"{type(err).__name__}: {err}\n")
@@ -186,7 +188,9 @@ def main(cfg: DictConfig) -> float:
         for line in str(err).splitlines():
             print(f"{kind}: {line}", file=sys.stderr)
         _remove_litter(Path(hydra_cfg.runtime.output_dir))
-        sys.exit(1 if isinstance(err, (NonFiniteError, CheckpointCorruptError)) else 2)
+        sys.exit(
+            1 if isinstance(err, (NonFiniteError, CheckpointCorruptError, HostEnvError)) else 2
+        )
     except OSError as err:  # a full disk, an unwritable output directory
         if ctrl_c_pending():  # what an interrupted write or import raised
             _abandon(run_dir, Path(hydra_cfg.runtime.output_dir))

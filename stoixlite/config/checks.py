@@ -89,8 +89,18 @@ def check_env(errors: Errors, env: EnvConfig) -> EnvConfig:
     """Checks of the env against its registration; returns it with ``kwargs`` typed by the
     factory's signature. A factory that takes ``**kwargs`` (the gymnax-style adapters: fields of
     the env's parameters) gets the other keys untyped and refuses the unknown ones itself."""
+    from stoixlite.envs.host import is_host_env
     from stoixlite.envs.registry import env_spec, missing_modules
 
+    if is_host_env(env.name):
+        return check_host_env(errors, env)
+    if env.vector != "sync":
+        errors.add(
+            "env.vector",
+            env.vector,
+            f"{env.name} is a JAX env (sync only; async is for "
+            "host envs: gymnasium/<id>, popgym_ref/<name>)",
+        )
     spec = env_spec(env.name)
     missing = missing_modules(env.name)
     if missing:
@@ -143,6 +153,36 @@ def check_env(errors: Errors, env: EnvConfig) -> EnvConfig:
     return env
 
 
+def check_host_env(errors: Errors, env: EnvConfig) -> EnvConfig:
+    """A host env (:mod:`stoixlite.envs.host`): its id or name, difficulty, ``kwargs`` and
+    spaces, by making one env (:func:`~stoixlite.envs.host.sources.host_source`)."""
+    from stoixlite.envs.host.sources import HostEnvError, host_source
+
+    if env.obs_prev_reward and not env.obs_augment:
+        errors.add("env.obs_prev_reward", True, "requires env.obs_augment=true")
+    try:
+        host_source(env.name, env.difficulty, dict(env.kwargs))
+    except HostEnvError as err:
+        errors.append(str(err))
+    return env
+
+
+def check_host_run(errors: Errors, run: RunConfig) -> None:
+    """What the host envs' run does not do: several seeds in one run, several devices."""
+    from stoixlite.envs.host import is_host_env
+
+    if not is_host_env(run.env.name):
+        return
+    if run.arch.num_seeds != 1:
+        errors.add(
+            "arch.num_seeds",
+            run.arch.num_seeds,
+            "host envs train one seed per run (a multirun over arch.seed trains several)",
+        )
+    if run.arch.num_devices not in (None, 1):
+        errors.add("arch.num_devices", run.arch.num_devices, "host envs train on one device")
+
+
 def _factory_params(factory: Callable[..., Any]) -> tuple[dict[str, Any], bool]:
     """``({parameter: annotation}, open)`` of an env factory (a function, class or partial): its
     named parameters other than ``difficulty`` (``Any`` where unannotated), and whether it also
@@ -163,6 +203,19 @@ def _factory_params(factory: Callable[..., Any]) -> tuple[dict[str, Any], bool]:
     return named, any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters)
 
 
+def env_specs(env_cfg: EnvConfig) -> Any:
+    """An env with the specs of ``env_cfg`` (the raw env; a host env's specs)."""
+    from stoixlite.envs.host import is_host_env
+    from stoixlite.envs.registry import make
+
+    if is_host_env(env_cfg.name):
+        from stoixlite.envs.host.sources import host_source
+        from stoixlite.envs.host.vector import HostSpecs
+
+        return HostSpecs(host_source(env_cfg.name, env_cfg.difficulty, dict(env_cfg.kwargs)))
+    return make(env_cfg.name, **env_cfg.factory_kwargs)
+
+
 def check_encoder(errors: Errors, run: RunConfig) -> None:
     """The encoder against the env's observation: the set encoder needs an env with a set
     observation (``set_layout``) and its attention pooling ``embed_size`` divisible by the
@@ -170,13 +223,12 @@ def check_encoder(errors: Errors, run: RunConfig) -> None:
     (:func:`stoixlite.specs.image_shape`) that its convolutions fit
     (:func:`stoixlite.networks.cnn.conv_layout_error`); and the observation augmentation, which
     appends to a flat vector, cannot apply to images."""
-    from stoixlite.envs.registry import make
     from stoixlite.networks.actor_critic import SET_POOLING_HEADS
     from stoixlite.networks.cnn import conv_layout_error
     from stoixlite.specs import image_shape
 
     net, env_cfg = run.network, run.env
-    env = make(env_cfg.name, **env_cfg.factory_kwargs)
+    env = env_specs(env_cfg)
     image = image_shape(env.observation_space)
     if image is not None and env_cfg.obs_augment:
         errors.add(

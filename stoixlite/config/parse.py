@@ -18,7 +18,13 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
-from stoixlite.config.checks import check_budget, check_encoder, check_env, network_section
+from stoixlite.config.checks import (
+    check_budget,
+    check_encoder,
+    check_env,
+    check_host_run,
+    network_section,
+)
 from stoixlite.config.schema import (
     ArchConfig,
     CheckpointConfig,
@@ -100,6 +106,7 @@ def parse(cfg: DictConfig | Mapping[str, Any]) -> RunConfig:
     run = RunConfig(**parts)
     check_budget(errors, run)
     check_encoder(errors, run)
+    check_host_run(errors, run)
     if errors:
         raise ConfigError(errors)
     return run

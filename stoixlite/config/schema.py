@@ -54,10 +54,24 @@ ON_NONFINITE = ("stop", "rollback")
 ROLLOUT_CARRIES = ("auto", "every_step", "sequence_starts")
 
 
+HOST_VECTORS = ("sync", "async")
+
+
 def _env_names() -> list[str]:
     from stoixlite.envs.registry import available_envs
 
     return available_envs()
+
+
+def _env_name_rule() -> Rule:
+    """A registered JAX env, or a host env: ``gymnasium/<id>`` or ``popgym_ref/<name>``
+    (checked against Gymnasium's registry and popgym by ``config.checks.check_env``)."""
+    from stoixlite.envs.host import is_host_env
+
+    return Rule(
+        lambda: f"choose one of {_env_names()}, or a host env gymnasium/<id> or popgym_ref/<name>",
+        lambda value: value in _env_names() or is_host_env(value),
+    )
 
 
 def _memory_names() -> list[str]:
@@ -184,7 +198,7 @@ class EnvConfig:
     level, the observation augmentation, and ``kwargs``, further keyword arguments of the env's
     factory (typed by its signature)."""
 
-    name: str = rule(choice(_env_names))
+    name: str = rule(_env_name_rule())
     # A level of the env's registration, or null: typed ``Any`` so that a non-string
     # (``env.difficulty=1``) is refused by ``config.checks.check_env`` with the env's levels.
     difficulty: Any = None
@@ -197,6 +211,9 @@ class EnvConfig:
     # Checked mode: raise (one line naming the env, the action and the allowed range) on an
     # out-of-range action instead of playing it as an invalid move (docs/envs.md).
     check_actions: bool = False
+    # Host envs (gymnasium/<id>, popgym_ref/<name>) only: "sync" steps them in this process,
+    # "async" each in a worker process (docs/host_envs.md).
+    vector: str = rule(choice(lambda: list(HOST_VECTORS)), default="sync")
     kwargs: Mapping[str, Any] = field(default_factory=dict)
 
     @property

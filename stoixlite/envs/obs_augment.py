@@ -113,6 +113,18 @@ class ObsAugmentWrapper(Wrapper):
             ]
         )
 
+    def augment(
+        self, obs: jax.Array, action: jax.Array, reward: jax.Array, is_first: jax.Array
+    ) -> jax.Array:
+        """The augmented observation of one env: ``obs`` with ``action`` and ``reward`` (the step
+        that led to it) and ``is_first``; where ``is_first`` the action and reward are zeros,
+        as after :meth:`reset`. The host envs (:mod:`stoixlite.envs.host.vector`) augment
+        through it."""
+        first = jnp.asarray(is_first, jnp.bool_)
+        encoded = jnp.where(first, 0.0, self._encode_action(action))
+        reward = jnp.where(first, 0.0, jnp.asarray(reward, jnp.float32))
+        return self._augment(obs, encoded, reward, first.astype(jnp.float32))
+
     def reset(self, key: jax.Array) -> tuple[ObsAugmentState, TimeStep]:
         env_state, ts = self._env.reset(key)
         zero_action = jnp.zeros((self._act_dim,), jnp.float32)

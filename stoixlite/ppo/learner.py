@@ -22,7 +22,14 @@ from stoixlite.envs.types import Environment
 from stoixlite.ppo.episode_window import push_finished, reads_at, window_mean
 from stoixlite.ppo.gae import gae_advantages
 from stoixlite.ppo.loss import ppo_loss
-from stoixlite.ppo.rollout import ApplyFn, next_values, rollout, rollout_keeping
+from stoixlite.ppo.rollout import (
+    ApplyFn,
+    Bootstrap,
+    bootstrap_values,
+    next_values,
+    rollout,
+    rollout_keeping,
+)
 from stoixlite.ppo.sequences import (
     SequenceBatch,
     carries_at,
@@ -113,6 +120,38 @@ class UpdatePhases(NamedTuple):
     epochs: Callable[[LearnerState, SequenceBatch], tuple[LearnerState, dict[str, jax.Array]]]
 
 
+def collected(
+    apply_fn: ApplyFn,
+    cfg: PPOConfig,
+    params: Any,
+    initial_carry: Any,
+    traj: Transition,
+    carries_after: Any,
+    ends: Bootstrap | None = None,
+) -> Collected:
+    """:class:`Collected` of a rollout that kept the carry after every step: the bootstrap
+    values and the carries the training sequences start from. ``traj`` leaves ``[T, N, ...]``,
+    ``carries_after`` the carry after each step ``[T, N, ...]``, ``initial_carry`` the one before
+    step 0. ``ends``: what :func:`~stoixlite.ppo.rollout.rollout` kept for the bootstrap
+    (:func:`~stoixlite.ppo.rollout.next_values`); ``None`` when ``traj.next_obs`` holds every
+    step's next observation, as the host rollout records it, and every step is evaluated
+    (:func:`~stoixlite.ppo.rollout.bootstrap_values`, equal up to float rounding). The rollout of
+    the JAX envs (:attr:`UpdatePhases.collect`) and of the host envs (:mod:`stoixlite.run.host`)
+    share it."""
+    bptt = sequence_length(cfg)
+    chunk_starts, burn_starts = carry_steps(cfg.rollout_length, bptt, cfg.burn_in)
+    if ends is None:
+        next_value = bootstrap_values(apply_fn, params, traj, carries_after)
+    else:
+        next_value = next_values(apply_fn, params, traj, carries_after, ends)
+    stored = jax.tree.map(  # the carry before every step
+        lambda c0, c: jnp.concatenate([c0[None], c[:-1]], axis=0), initial_carry, carries_after
+    )
+    chunk_carry = carries_at(stored, list(chunk_starts))
+    burn_carry = carries_at(stored, list(burn_starts)) if cfg.burn_in else None
+    return Collected(traj, chunk_carry, burn_carry, next_value)
+
+
 def make_update_phases(
     apply_fn: ApplyFn,
     env: Environment,
@@ -138,13 +177,8 @@ def make_update_phases(
             state, traj, carries_after, ends = rollout(
                 apply_fn, env, state, cfg.rollout_length, rollout_unroll
             )
-            next_value = next_values(apply_fn, state.params, traj, carries_after, ends)
-            stored = jax.tree.map(  # the carry before every step
-                lambda c0, c: jnp.concatenate([c0[None], c[:-1]], axis=0),
-                initial_carry,
-                carries_after,
-            )
-            row = int
+            data = collected(apply_fn, cfg, state.params, initial_carry, traj, carries_after, ends)
+            return state, data
         chunk_carry = carries_at(stored, [row(t) for t in chunk_starts])
         burn_carry = carries_at(stored, [row(t) for t in burn_starts]) if cfg.burn_in else None
         return state, Collected(traj, chunk_carry, burn_carry, next_value)
@@ -212,9 +246,23 @@ def make_update(
     :mod:`stoixlite.run.sharding`); values are unchanged.
     """
     phases = make_update_phases(apply_fn, env, tx, cfg, rollout_unroll, layout_minibatch)
+    learn = make_learn_from(phases, cfg)
 
     def update(state: LearnerState) -> tuple[LearnerState, dict[str, jax.Array]]:
         state, data = phases.collect(state)
+        return learn(state, data)
+
+    return update
+
+
+def make_learn_from(
+    phases: UpdatePhases, cfg: PPOConfig
+) -> Callable[[LearnerState, Collected], tuple[LearnerState, dict[str, jax.Array]]]:
+    """``learn(state, collected) -> (state, metrics)``: the part of :func:`make_update` after
+    the rollout (``prepare``, ``epochs``, the update's metrics and counters). The host envs'
+    update (:mod:`stoixlite.run.host`) runs it on the rollout it collected on the host."""
+
+    def learn(state: LearnerState, data: Collected) -> tuple[LearnerState, dict[str, jax.Array]]:
         sequences, target = phases.prepare(data)
         state, loss_metrics = phases.epochs(state, sequences)
         metrics = {k: v.mean() for k, v in loss_metrics.items()}
@@ -231,7 +279,7 @@ def make_update(
         ).astype(jnp.int32)
         return state.replace(update_step=state.update_step + 1, episodes=episodes), metrics
 
-    return update
+    return learn
 
 
 def make_learn_chunk(

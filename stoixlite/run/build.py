@@ -154,7 +154,7 @@ class Run:
     def init_state(self, key: jax.Array) -> LearnerState:
         """Fresh learner state of one seed: initial params, optimiser, reset envs and carries."""
         key, net_key, env_key = jax.random.split(key, 3)
-        env_state, timestep = self.env.reset(env_key)
+        env_state, timestep = self.reset_envs(env_key)
         carry = self.network.initialize_carry(self.ppo.num_envs)
         params = self.network.init(
             net_key, carry, timestep.observation[None], jnp.ones((1, self.ppo.num_envs), bool)
@@ -170,6 +170,11 @@ class Run:
             episodes=empty_window(),
         )
         return _distinct_buffers(state)
+
+    def reset_envs(self, key: jax.Array) -> tuple[Any, Any]:
+        """``(env state, first timesteps)`` of the training envs (the host envs' run replaces
+        it, :mod:`stoixlite.run.host`)."""
+        return self.env.reset(key)
 
     def _keys(self) -> tuple[jax.Array, jax.Array]:
         """``(host keys, init keys)``: ``key, init_key = split(PRNGKey(seed))`` of every seed
@@ -332,6 +337,12 @@ def _compile_key(cfg: RunConfig) -> str:
 def build_run(cfg: RunConfig) -> Run:
     """The :class:`Run` of ``cfg``, a run of its own whose programs are shared with the runs
     of recent configs that compile the same (another seed, other outputs)."""
+    from stoixlite.envs.host import is_host_env
+
+    if is_host_env(cfg.env.name):  # envs of its own, stepped on the host: never shared
+        from stoixlite.run.host import build_host_run
+
+        return build_host_run(cfg)
     key = _compile_key(cfg)
     if key not in _CACHE:
         _CACHE[key] = _build(cfg)

@@ -38,7 +38,7 @@ from stoixlite.tracking.files import CHECKPOINT_DIRNAME, CONFIG_FILE
 # arch keys that change the shapes of the learner state (besides the network and env configs).
 _SHAPE_ARCH_KEYS = ("num_envs", "num_seeds")
 # env keys that change neither the learner state nor the env's dynamics on valid actions.
-_UNFINGERPRINTED_ENV_KEYS = ("check_actions",)
+_UNFINGERPRINTED_ENV_KEYS = ("check_actions", "vector")
 # Env keys added after checkpoints existed, with the value every older run had: left out of the
 # fingerprint at that value, so checkpoints written before the key existed still restore.
 _ADDED_ENV_KEYS = {"obs_prev_action": True}

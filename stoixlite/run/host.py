@@ -1,0 +1,299 @@
+"""The run of a host env (:mod:`stoixlite.envs.host`): the same PPO update as the JAX envs',
+with the rollout collected on the host.
+
+One update (:meth:`HostRun.collect` then the compiled learner): for ``rollout_length`` steps the
+policy step :func:`stoixlite.ppo.rollout.act` (compiled once) acts on the vector's current
+timestep and the host vector steps with its actions; the steps are stacked into the same
+:class:`~stoixlite.ppo.types.Transition` ``[T, N, ...]`` as the JAX rollout's, and the carries
+after every step into ``[T, N, ...]``. From there everything is the JAX envs' code, compiled:
+:func:`stoixlite.ppo.learner.collected` (bootstrap values, the carries the training sequences
+start from) and :func:`stoixlite.ppo.learner.make_learn_from` (GAE, sequence cutting, the
+epochs, the metrics). The PRNG key advances as in the JAX rollout (one split per step), so with
+the same observations the host run takes the same actions and makes the same update.
+
+Acting and learning take turns (no actor thread). One seed per run, on one device. The learner
+state and the host key are checkpointed as for every run; the envs are not (a Python env's state
+is its own): a resumed run resets them with seeds of its own (the memory starts afresh at the
+FIRST timesteps), so it continues the learner exactly but not the episodes in progress.
+"""
+
+from __future__ import annotations
+
+import functools
+import weakref
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from stoixlite.config.plan import plan_run
+from stoixlite.config.schema import RunConfig
+from stoixlite.envs.host.sources import host_source
+from stoixlite.envs.host.vector import HostVector, to_device
+from stoixlite.envs.types import LAST, MID
+from stoixlite.ppo.finite import all_finite
+from stoixlite.ppo.learner import (
+    Collected,
+    collected,
+    make_learn_from,
+    make_optimizer,
+    make_update_phases,
+)
+from stoixlite.ppo.rollout import ApplyFn, act
+from stoixlite.ppo.types import LearnerState, Transition
+from stoixlite.run.build import Metrics, Run, _split, make_network
+from stoixlite.run.sharding import Placement, select_devices
+
+
+def _act(
+    apply_fn: ApplyFn, params: Any, carry: Any, timestep: Any, key: jax.Array, greedy: bool
+) -> tuple[Any, jax.Array, dict[str, jax.Array], jax.Array]:
+    """The rollout's policy step (:func:`stoixlite.ppo.rollout.act` after one key split)."""
+    key, act_key = jax.random.split(key)
+    carry, action, extras = act(apply_fn, params, carry, timestep, act_key, greedy)
+    return carry, action, extras, key
+
+
+def _stack(parts: list[Any]) -> Any:
+    return jax.tree.map(lambda *x: jnp.stack(x), *parts)
+
+
+@dataclass
+class HostRun(Run):
+    """A :class:`~stoixlite.run.build.Run` whose envs are a :class:`HostVector` (and another for
+    evaluation). ``update``, ``learn_chunk`` and ``evaluate`` are host loops around compiled
+    programs; ``learn`` and ``evaluator`` are the same functions (there is nothing to vmap)."""
+
+    vector: HostVector | None = None
+    eval_vector: HostVector | None = None
+
+    def __post_init__(self) -> None:
+        apply_fn, ppo = self.network.apply, self.ppo
+        phases = make_update_phases(apply_fn, self.env, self.optimizer, ppo)
+        self._policy = jax.jit(functools.partial(_act, apply_fn), static_argnums=4)
+        self._collected = jax.jit(
+            lambda params, c0, traj, log_prob, value, carries: collected(
+                apply_fn,
+                ppo,
+                params,
+                c0,
+                traj.replace(log_prob=jnp.stack(log_prob), value=jnp.stack(value)),
+                _stack(carries),
+            )
+        )
+        self._learn_from = jax.jit(make_learn_from(phases, ppo), donate_argnums=0)
+        self._timestep: Any = None
+        self._collecting = False
+        self.update = self._update
+        self.learn_chunk = self._learn_chunk
+        self.evaluate = self._evaluate
+        self.learn = self._learn_chunk
+        self.evaluator = self._evaluate
+        self.split = jax.jit(_split)
+        self.params_finite = jax.jit(all_finite)
+
+    def train_seeds(self, update: int = 0) -> list[int]:
+        """The reset seeds of the training envs starting at ``update``: distinct per env, per
+        ``arch.seed`` and per start (a resumed run starts new episodes, not the run's first
+        ones again)."""
+        seq = np.random.SeedSequence([self.config.arch.seed, 0x5EED, update])
+        return [int(s) for s in seq.generate_state(self.ppo.num_envs)]
+
+    def init(self) -> tuple[Any, jax.Array]:
+        """Reset the training envs, then :meth:`Run.init` (same keys as a JAX run's)."""
+        assert self.vector is not None
+        self._timestep = to_device(self.vector.reset(self.train_seeds()))
+        return super().init()
+
+    def reset_envs(self, key: jax.Array) -> tuple[Any, Any]:
+        return None, self._timestep
+
+    def compile_programs(self, state: Any, key: jax.Array) -> Any:
+        """Compile the policy step and the learner by running them once on a rollout of zeros
+        of the real shapes and dtypes (the envs do not step; ``state`` is left as it is), so
+        that ``time/compile_s`` holds the compile time and the first chunk's steps per second
+        do not. Returns :attr:`learn`."""
+        assert self.vector is not None and self.vector.timestep is not None
+        host_ts = self.vector.timestep
+        ts = to_device(host_ts)
+        carry, action, extras, _ = self._policy(state.params, state.carry, ts, state.key, False)
+        t = self.ppo.rollout_length
+
+        def zeros(x: Any, dtype: Any = None) -> np.ndarray:
+            x = np.asarray(x)
+            return np.zeros((t, *x.shape), dtype or x.dtype)
+
+        last = zeros(host_ts.step_type, bool)
+        traj = Transition(
+            obs=zeros(host_ts.observation),
+            start=last,
+            action=zeros(action),
+            log_prob=None,
+            value=None,
+            reward=zeros(host_ts.reward),
+            discount=zeros(host_ts.discount),
+            last=last,
+            next_obs=zeros(host_ts.extras["next_obs"]),
+            episode_return=zeros(host_ts.extras["episode_return"]),
+            episode_length=zeros(host_ts.extras["episode_length"]),
+            invalid_action=last,
+        )
+        log_probs, values = [extras["log_prob"]] * t, [extras["value"]] * t
+        data = self._collected(state.params, state.carry, traj, log_probs, values, [carry] * t)
+        copy = jax.tree.map(lambda x: jnp.array(x, copy=True), state)
+        jax.block_until_ready(self._learn_from(copy, data))
+        return self.learn
+
+    def compile_learn(self, state: Any) -> Any:
+        return self.learn
+
+    def collect(self, state: LearnerState) -> tuple[LearnerState, Collected]:
+        """One rollout on the host (see the module docstring): the advanced state (carry, key,
+        timestep) and the :class:`~stoixlite.ppo.learner.Collected` of the JAX rollout."""
+        vector = self.vector
+        assert vector is not None and vector.timestep is not None
+        if not self._collecting:  # the first rollout of this process
+            self._collecting = True
+            update = int(state.update_step)
+            if update:  # resumed: the envs restart with seeds of their own
+                vector.reset(self.train_seeds(update))
+        params, carry, key = state.params, state.carry, state.key
+        initial, ts = carry, vector.timestep
+        device_ts = to_device(ts)
+        steps, log_probs, values, carries = [], [], [], []
+        for _ in range(self.ppo.rollout_length):
+            carry, action, extras, key = self._policy(params, carry, device_ts, key, False)
+            action = np.asarray(action)
+            nxt = vector.step(action)
+            steps.append(
+                (
+                    ts.observation,
+                    ts.step_type != MID,
+                    action,
+                    nxt.reward,
+                    nxt.discount,
+                    nxt.step_type == LAST,
+                    nxt.extras["next_obs"],
+                    nxt.extras["episode_return"],
+                    nxt.extras["episode_length"],
+                )
+            )
+            log_probs.append(extras["log_prob"])
+            values.append(extras["value"])
+            carries.append(carry)
+            ts, device_ts = nxt, to_device(nxt)
+        obs, start, action, reward, discount, last, next_obs, ep_return, ep_length = (
+            np.stack(x) for x in zip(*steps, strict=True)
+        )
+        traj = Transition(
+            obs=obs,
+            start=start,
+            action=action,
+            log_prob=None,
+            value=None,
+            reward=reward,
+            discount=discount,
+            last=last,
+            next_obs=next_obs,
+            episode_return=ep_return,
+            episode_length=ep_length,
+            invalid_action=np.zeros_like(last),
+        )
+        data = self._collected(params, initial, traj, log_probs, values, carries)
+        return state.replace(carry=carry, key=key, timestep=device_ts), data
+
+    def _update(self, state: LearnerState) -> tuple[LearnerState, Metrics]:
+        state, data = self.collect(state)
+        return self._learn_from(state, data)
+
+    def _learn_chunk(self, state: LearnerState) -> tuple[LearnerState, Metrics]:
+        metrics = []
+        for _ in range(self.ppo.updates_per_chunk):
+            state, update_metrics = self._update(state)
+            metrics.append(update_metrics)
+        return state, _stack(metrics)
+
+    def _evaluate(self, params: Any, key: jax.Array) -> Metrics:
+        """The JAX evaluator's episode per env (:func:`stoixlite.ppo.evaluate.make_evaluator`),
+        on the evaluation vector, reset with a seed drawn from ``key``."""
+        assert self.eval_vector is not None
+        greedy = self.config.arch.eval_greedy
+        ret, length, done = self.play(self.eval_vector, params, key, greedy)
+        return {
+            "return": jnp.asarray(ret),
+            "length": jnp.asarray(length),
+            "finished": jnp.asarray(done),
+        }
+
+    def play(
+        self, vector: HostVector, params: Any, key: jax.Array, greedy: bool
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """One episode per env of ``vector`` (reset with a seed drawn from ``key``), at most the
+        env's time limit (else ``arch.eval_max_steps``) + 1 steps: ``(return, length,
+        finished)``, each ``[num_envs]``."""
+        n = vector.num_envs
+        key, reset_key = jax.random.split(key)
+        ts = vector.reset(int(jax.random.randint(reset_key, (), 0, 2**31 - 1)))
+        carry = self.network.initialize_carry(n)
+        done = np.zeros(n, bool)
+        ret, length = np.zeros(n, np.float32), np.zeros(n, np.int32)
+        max_steps = int((self.env.max_episode_steps or self.config.arch.eval_max_steps) + 1)
+        for _ in range(max_steps):
+            if done.all():
+                break
+            carry, action, _, key = self._policy(params, carry, to_device(ts), key, greedy)
+            ts = vector.step(np.asarray(action))
+            finished = (ts.step_type == LAST) & ~done
+            ret = np.where(finished, ts.extras["episode_return"], ret)
+            length = np.where(finished, ts.extras["episode_length"], length)
+            done |= finished
+        return ret, length, done
+
+    def new_vector(self, num_envs: int) -> HostVector:
+        """Another vector of this run's env and settings (e.g. for the CLI evaluator)."""
+        assert self.vector is not None
+        return HostVector(self.vector.source, num_envs, **self.vector.options)
+
+    def close(self) -> None:
+        """End the envs (and their worker processes)."""
+        _close(*(v for v in (self.vector, self.eval_vector) if v is not None))
+
+
+def build_host_run(cfg: RunConfig) -> HostRun:
+    """The :class:`HostRun` of ``cfg`` (a host env; one seed, one device: the config checks)."""
+    plan = plan_run(cfg)
+    ppo, env_cfg = plan.ppo, cfg.env
+    source = host_source(env_cfg.name, env_cfg.difficulty, dict(env_cfg.kwargs))
+    options = dict(
+        asynchronous=env_cfg.vector == "async",
+        obs_augment=env_cfg.obs_augment,
+        obs_prev_reward=env_cfg.obs_prev_reward,
+        obs_prev_action=env_cfg.obs_prev_action,
+    )
+    vector = HostVector(source, ppo.num_envs, **options)
+    eval_vector = HostVector(source, cfg.arch.num_eval_envs, **options)
+    network = make_network(cfg.network, vector.specs)
+    run = HostRun(
+        config=cfg,
+        plan=plan,
+        ppo=ppo,
+        env=vector.specs,
+        network=network,
+        optimizer=make_optimizer(ppo),
+        update=None,  # type: ignore[arg-type]  (set by __post_init__)
+        learn_chunk=None,  # type: ignore[arg-type]
+        evaluate=None,  # type: ignore[arg-type]
+        placement=Placement.create(select_devices(1), 1),
+        vector=vector,
+        eval_vector=eval_vector,
+    )
+    # The envs end with the run (a rolled-back run is rebuilt), or at the latest at exit.
+    weakref.finalize(run, _close, vector, eval_vector)
+    return run
+
+
+def _close(*vectors: HostVector) -> None:
+    for vector in vectors:
+        vector.close()

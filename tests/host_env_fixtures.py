@@ -1,0 +1,54 @@
+"""Tiny Gymnasium envs for the host-env tests, registered on import (so that the worker
+processes of an asynchronous vector register them too: ``gymnasium/host_env_fixtures:<id>``).
+
+* ``Clock-v0``: observation ``[t, seed tag]`` (t: steps since reset), reward ``t``, terminated
+  when ``t == end`` (``end=0``: never), under a ``TimeLimit`` of ``limit`` steps (default 3).
+* ``Crash-v0``: a ``Clock-v0`` that raises (``mode="raise"``) or kills its process
+  (``mode="exit"``) on its ``after``-th step.
+"""
+
+from __future__ import annotations
+
+import os
+
+import gymnasium as gym
+import numpy as np
+
+
+class Clock(gym.Env):
+    observation_space = gym.spaces.Box(-1e6, 1e6, (2,), np.float32)
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, end: int = 0):
+        self.end, self.t, self.tag = end, 0, 0.0
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        self.t, self.tag = 0, float(self.np_random.integers(1, 1000))
+        return self._obs(), {}
+
+    def _obs(self):
+        return np.array([self.t, self.tag], np.float32)
+
+    def step(self, action):
+        self.t += 1
+        return self._obs(), float(self.t), self.t == self.end, False, {}
+
+
+class Crash(Clock):
+    def __init__(self, after: int = 5, mode: str = "raise"):
+        super().__init__(end=4)
+        self.after, self.mode, self.steps = after, mode, 0
+
+    def step(self, action):
+        self.steps += 1
+        if self.steps >= self.after:
+            if self.mode == "exit":
+                os._exit(3)
+            raise RuntimeError("the simulator lost its licence server")
+        return super().step(action)
+
+
+if "Clock-v0" not in gym.registry:
+    gym.register("Clock-v0", entry_point=Clock, max_episode_steps=3)
+    gym.register("Crash-v0", entry_point=Crash)
