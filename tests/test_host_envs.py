@@ -61,7 +61,10 @@ def test_repeat_previous_host_equals_jax_port():
         phases = make_update_phases(port.network.apply, port.env, port.optimizer, port.ppo)
         j_after, j_data = jax.jit(phases.collect)(j_state)
         h_after, h_data = host.collect(h_state)
-        for name in ("obs", "start", "action", "reward", "discount", "last", "next_obs"):
+        # the JAX rollout keeps no per-step next observation (only what its bootstrap needs):
+        # the next values, which read them, are compared below
+        assert j_data.traj.next_obs is None and h_data.traj.next_obs is not None
+        for name in ("obs", "start", "action", "reward", "discount", "last"):
             np.testing.assert_array_equal(
                 np.asarray(getattr(h_data.traj, name)), np.asarray(getattr(j_data.traj, name)), name
             )

@@ -19,7 +19,7 @@ from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -110,8 +110,10 @@ class Run:
     (``update``, ``learn_chunk``, ``evaluate``) and the compiled programs over all its seeds
     (``learn``: learner state donated; ``evaluator``; ``split`` of the host keys;
     ``params_finite``: one flag, every parameter of every seed finite, checked after each chunk),
-    laid out on the devices of ``placement``."""
+    laid out on the devices of ``placement``. ``envs_on_host``: the envs step on the host
+    (:mod:`stoixlite.run.host`), not inside the compiled programs."""
 
+    envs_on_host: ClassVar[bool] = False
     config: RunConfig
     plan: RunPlan
     ppo: PPOConfig

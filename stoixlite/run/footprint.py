@@ -134,10 +134,13 @@ def run_devices(run: Run) -> list[jax.Device]:
     return [d for d in mesh.devices.flat if d.process_index == jax.process_index()]
 
 
-def check_fits(run: Run, devices: list[jax.Device]) -> Footprint:
+def check_fits(run: Run, devices: list[jax.Device]) -> Footprint | None:
     """The run's :func:`estimate`; :class:`ConfigError` (one line naming the setting behind
     most of it, the estimate and the memory there is) when it exceeds the memory of
-    ``devices``."""
+    ``devices``. ``None`` for a run whose envs step on the host (``Run.envs_on_host``): its
+    rollout lives in host arrays and its initial state needs the envs opened."""
+    if run.envs_on_host:
+        return None
     if "footprint" not in run.compiled:  # shared by the runs that compile the same
         run.compiled["footprint"] = estimate(run)
     footprint = run.compiled["footprint"]

@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import weakref
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
@@ -66,6 +66,7 @@ class HostRun(Run):
     evaluation). ``update``, ``learn_chunk`` and ``evaluate`` are host loops around compiled
     programs; ``learn`` and ``evaluator`` are the same functions (there is nothing to vmap)."""
 
+    envs_on_host: ClassVar[bool] = True
     vector: HostVector | None = None
     eval_vector: HostVector | None = None
 
