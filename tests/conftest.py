@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import importlib.util
+import logging
 import os
 import shutil
 import sys
@@ -118,3 +119,26 @@ def replay_inputs(exp, key, warmup: int):
         lambda c0, c: jnp.concatenate([c0[None], c[:-1]], 0), initial_carry, carries_after
     )
     return state, traj, adv, target, before
+
+
+QUIET_HYDRA = ["hydra/job_logging=none", "hydra/hydra_logging=none"]
+
+
+def run_cli(argv: list[str], capsys, monkeypatch) -> tuple[int, str, str]:
+    """``(exit status, stdout, stderr)`` of ``python -m stoixlite.rec_ppo *argv``, in-process
+    (Hydra's logging quiet; the root logger's handlers restored after)."""
+    from stoixlite.rec_ppo import cli
+
+    monkeypatch.setattr(sys, "argv", ["rec_ppo"])
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    code = 0
+    try:  # Hydra leaves logging alone (its handlers would outlive pytest's captured streams)
+        cli([*argv, *QUIET_HYDRA])
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
-import logging
 import shutil
 import signal
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import TINY, run_config
+from conftest import TINY, run_cli, run_config
 
 from stoixlite.run import loop, resume
 from stoixlite.run.signals import TrainingInterrupted
@@ -32,7 +31,6 @@ RUN = TINY + ["arch.total_timesteps=128", "arch.num_evaluations=2", "logger.plot
 CONFIG = 2  # exit status of a config or argument error
 FAILED = 1  # no intact checkpoint, non-finite values
 INTERRUPTED = 130  # Ctrl-C outside the training loop
-QUIET_HYDRA = ["hydra/job_logging=none", "hydra/hydra_logging=none"]
 
 BAD_INPUTS: list[tuple[list[str], str, int]] = [
     # config values: non-finite, absurd, out of range, wrong type
@@ -124,7 +122,7 @@ BAD_INPUTS: list[tuple[list[str], str, int]] = [
     (["network.cnn_strides=2"], "network.cnn_strides=2 is invalid: must be a non-empty", CONFIG),
     # command-line overrides Hydra cannot apply
     (["env=popgym/nope"], "env=popgym/nope is invalid: choose one of ['", CONFIG),
-    (["network=foo"], "network=foo is invalid: choose one of ['deltanet', 'elman'", CONFIG),
+    (["network=foo"], "network=foo is invalid: choose one of ['deltanet', 'dnc'", CONFIG),
     (["system=nope"], "system=nope is invalid: choose one of ['rec_ppo']", CONFIG),
     (["logger=nope"], "logger=nope is invalid: choose one of ['default', 'wandb']", CONFIG),
     (["checkpoint=nope"], "checkpoint=nope is invalid: choose one of ['default']", CONFIG),
@@ -273,25 +271,6 @@ def dirs(tmp_path_factory) -> dict[str, Path]:
         "missing": base / "missing",
         "scratch": base / "scratch",
     }
-
-
-def run_cli(argv: list[str], capsys, monkeypatch) -> tuple[int, str, str]:
-    """``(exit status, stdout, stderr)`` of ``python -m stoixlite.rec_ppo *argv``, in-process."""
-    from stoixlite.rec_ppo import cli
-
-    monkeypatch.setattr(sys, "argv", ["rec_ppo"])
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    code = 0
-    try:  # Hydra leaves logging alone (its handlers would outlive pytest's captured streams)
-        cli([*argv, *QUIET_HYDRA])
-    except SystemExit as stop:
-        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
-    finally:
-        root.handlers[:] = handlers
-        root.setLevel(level)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 def _names_the_input(line: str, argv: list[str]) -> bool:

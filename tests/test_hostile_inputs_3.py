@@ -13,18 +13,16 @@ The training CLI runs in this process (:func:`stoixlite.rec_ppo.cli`, as in
 from __future__ import annotations
 
 import importlib.util
-import logging
 import sys
 from pathlib import Path
 
 import pytest
-from conftest import TINY
+from conftest import TINY, run_cli
 
 from stoixlite.envs.gymnax_style import param_value
 
 RUN = [*TINY, "logger.plot=false"]
 CONFIG = 2
-QUIET_HYDRA = ["hydra/job_logging=none", "hydra/hydra_logging=none"]
 CARTPOLE = ["env=gymnax/CartPole-v1"]
 
 CANNOT_RUN: list[tuple[list[str], str]] = [
@@ -83,25 +81,6 @@ if importlib.util.find_spec("craftax") is not None:
             "spawn_cow_chance=nan: must be a finite number",
         ),
     ]
-
-
-def run_cli(argv: list[str], capsys, monkeypatch) -> tuple[int, str, str]:
-    """``(exit status, stdout, stderr)`` of ``python -m stoixlite.rec_ppo *argv``, in-process."""
-    from stoixlite.rec_ppo import cli
-
-    monkeypatch.setattr(sys, "argv", ["rec_ppo"])
-    root = logging.getLogger()
-    handlers, level = root.handlers[:], root.level
-    code = 0
-    try:
-        cli([*argv, *QUIET_HYDRA])
-    except SystemExit as stop:
-        code = stop.code if isinstance(stop.code, int) else (0 if stop.code is None else 1)
-    finally:
-        root.handlers[:] = handlers
-        root.setLevel(level)
-    captured = capsys.readouterr()
-    return code, captured.out, captured.err
 
 
 @pytest.mark.parametrize(("args", "expected"), CANNOT_RUN)
