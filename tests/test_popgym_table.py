@@ -17,7 +17,12 @@ import pytest
 from conftest import SCRIPTS, TINY
 
 from stoixlite.results.popgym_records import read_record, read_records
-from stoixlite.results.popgym_report import best_memory_model, load_cells
+from stoixlite.results.popgym_report import (
+    README_END,
+    README_START,
+    best_memory_model,
+    load_cells,
+)
 from stoixlite.tracking.jsonl import read_jsonl
 from stoixlite.tracking.metrics import BEST_UPDATE_KEY, LAST100_READ_KEY
 
@@ -77,8 +82,10 @@ def test_cells_train_skip_resume_and_report(tmp_path):
     # the page needs the records only: the run directories are gone
     shutil.rmtree(out)
     doc, fig = tmp_path / "table.md", tmp_path / "img" / "table.png"
+    readme = tmp_path / "README.md"  # never the repository's own
+    readme.write_text(f"x\n{README_START}\n{README_END}\ny\n")
     report = ["report", "--records", str(records), "--doc", str(doc), "--figure", str(fig),
-              "--random-episodes", "0"]  # fmt: skip
+              "--random-episodes", "0", "--readme", str(readme)]  # fmt: skip
     done = table(*report)
     assert done.returncode == 0, done.stdout + done.stderr
     text = doc.read_text()
@@ -90,6 +97,9 @@ def test_cells_train_skip_resume_and_report(tmp_path):
     mmer = np.mean([s["mmer_paper"] for s in gru.record["per_seed"]])
     assert f"{mmer:.3f}" in text and "gru+tiny" in text
     assert "| repeat_first | hard |" in text  # every published cell has a row, run or not
+    block = readme.read_text()
+    assert block.startswith(f"x\n{README_START}\n") and block.endswith(f"{README_END}\ny\n")
+    assert "| repeat_first | hard |" in block
 
     # the same record as an interrupted shipped-config cell: its MMER so far is a lower bound
     record = gru.record | {"variant": None, "overrides": [], "status": "interrupted"}
@@ -130,7 +140,8 @@ def test_interrupted_cells_resume_and_restart(tmp_path):
     dry = table(*args, "--dry-run", "--", *TINY_CELL)
     assert f"{mlp_record} is not a readable record" in dry.stdout, dry.stdout
     broken = table("report", "--records", str(records), "--doc", str(tmp_path / "t.md"),
-                   "--figure", str(tmp_path / "t.png"), "--random-episodes", "0")  # fmt: skip
+                   "--figure", str(tmp_path / "t.png"), "--random-episodes", "0",
+                   "--no-readme")  # fmt: skip
     assert broken.returncode == 2 and f"{mlp_record}" in broken.stdout, broken.stdout
     assert broken.stdout.count("\n") == 1 and "Traceback" not in broken.stderr
 
