@@ -483,6 +483,14 @@ def render(cells: Cells, randoms: dict[str, float], figure_rel: str | None) -> s
     return "\n".join(parts)
 
 
+def _link(target: Path, page: Path) -> str:
+    """``target`` as a link from ``page``: relative to the page's folder where it lies below it."""
+    try:
+        return str(target.resolve().relative_to(page.resolve().parent))
+    except ValueError:
+        return str(target)
+
+
 def write_report(args) -> int:
     """``scripts/popgym_table.py report``: write ``args.doc`` and ``args.figure`` from the
     records below ``args.records``. Exit 2 with one line when there is nothing to report or a
@@ -516,12 +524,7 @@ def write_report(args) -> int:
     except OSError as err:
         print(f"error: cannot write --figure {args.figure}: {err.strerror or err}")
         return 2
-    rel = None
-    if drawn:
-        try:
-            rel = str(args.figure.resolve().relative_to(args.doc.resolve().parent))
-        except ValueError:
-            rel = str(args.figure)
+    rel = _link(args.figure, args.doc) if drawn else None
     try:
         args.doc.write_text(render(cells, randoms, rel))
     except OSError as err:
@@ -529,12 +532,7 @@ def write_report(args) -> int:
         return 2
     wrote = [str(args.doc)] + ([str(args.figure)] if drawn else [])
     if args.readme is not None:
-        image = None
-        if drawn:
-            try:
-                image = str(args.figure.resolve().relative_to(args.readme.resolve().parent))
-            except ValueError:
-                image = str(args.figure)
+        image = _link(args.figure, args.readme) if drawn else None
         error = update_readme(args.readme, readme_block(cells, image))
         if error:
             print(f"error: {error}")
