@@ -13,9 +13,17 @@ action one-hot, previous reward with ``env.obs_prev_reward``, is-first flag), an
 reset at each episode start.
 Both returns are printed side by side: a policy learned on the port should score the same on the
 reference.
+
+Ctrl-C at any moment (importing, building, compiling, playing) ends it with one line and exit 130;
+it writes nothing.
 """
 
 from __future__ import annotations
+
+from stoixlite.run.signals import ctrl_c_raises, hold_ctrl_c
+
+if __name__ == "__main__":  # before anything slow is imported: Ctrl-C is held from the start
+    hold_ctrl_c()
 
 import argparse
 import logging
@@ -29,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from stoixlite.cli.args import OneLineArgumentParser
-from stoixlite.cli.process import setup_process
+from stoixlite.cli.process import exit_now, setup_process
 from stoixlite.config.strict import ConfigError
 from stoixlite.envs.actions import find_invalid_action_error
 from stoixlite.envs.registry import env_spec
@@ -206,15 +214,25 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     try:
-        cfg, _ = find_checkpoint(args.run_dir, args.checkpoint)  # before anything is built
-        if args.reference and env_spec(cfg.env.name).reference is None:
-            raise ValueError(
-                f"--reference needs an env with a reference implementation (the popgym ports); "
-                f"this run's env is {cfg.env.name}"
+        with ctrl_c_raises():  # a Ctrl-C held so far raises here; from now on at once
+            cfg, _ = find_checkpoint(args.run_dir, args.checkpoint)  # before anything is built
+            if args.reference and env_spec(cfg.env.name).reference is None:
+                raise ValueError(
+                    f"--reference needs an env with a reference implementation (the popgym "
+                    f"ports); this run's env is {cfg.env.name}"
+                )
+            results = evaluate_run(
+                args.run_dir,
+                args.episodes,
+                args.sampled,
+                args.reference,
+                args.checkpoint,
+                args.seed,
             )
-        results = evaluate_run(
-            args.run_dir, args.episodes, args.sampled, args.reference, args.checkpoint, args.seed
-        )
+    except KeyboardInterrupt:
+        hold_ctrl_c()  # a second Ctrl-C while this ends is recorded only
+        print("interrupted: the evaluation stopped, nothing was written", file=sys.stderr)
+        return 130
     except (FileNotFoundError, ValueError, RuntimeError) as err:
         invalid = find_invalid_action_error(err)
         if invalid is not None:
@@ -244,4 +262,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        code = main()
+    except KeyboardInterrupt:  # a Ctrl-C while the arguments were parsed or results printed
+        code = 130
+    exit_now(code)  # no interpreter teardown after an interrupted compile (see rec_ppo.Abandoned)

@@ -39,7 +39,6 @@ if __name__ == "__main__":  # before anything slow is imported: Ctrl-C is held f
 
 import logging
 import math
-import os
 import shutil
 import signal
 import sys
@@ -53,6 +52,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from stoixlite.cli.configs import CONFIG_DIR, sweep_name
+from stoixlite.cli.process import exit_now
 from stoixlite.config.parse import parse, parse_distributed
 from stoixlite.config.schema import RunConfig
 from stoixlite.config.strict import ConfigError
@@ -100,8 +100,9 @@ class Abandoned(SystemExit):
 
     XLA's compiler can be interrupted midway (it checks for signals); the interpreter's teardown
     then crashes in native destructors (a segmentation fault, exit 139, after the one line). The
-    command line therefore ends such a process with :func:`_exit_now`, skipping the teardown;
-    in-process callers (tests, the API) get this ``SystemExit`` as usual."""
+    command line therefore ends such a process with :func:`~stoixlite.cli.process.exit_now`,
+    skipping the teardown; in-process callers (tests, the API) get this ``SystemExit`` as
+    usual."""
 
 
 def _abandon(run_dir: Path, output_dir: Path) -> NoReturn:
@@ -111,17 +112,6 @@ def _abandon(run_dir: Path, output_dir: Path) -> NoReturn:
     print(_interrupted_line(run_dir), file=sys.stderr)
     _remove_litter(output_dir)
     raise Abandoned(130) from None
-
-
-def _exit_now(code: int) -> None:
-    """Flush what was written and end the process without interpreter teardown."""
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # a closed or broken stream: nothing more to write anyway
-            pass
-    os._exit(code)
 
 
 def _job_failed(run_dir: Path, message: str, summary: str | None = None) -> float:
@@ -327,6 +317,6 @@ if __name__ == "__main__":
     try:
         cli()
     except Abandoned as stop:  # no interpreter teardown after an interrupted compile
-        _exit_now(int(stop.code))
+        exit_now(int(stop.code))
     except KeyboardInterrupt:  # a second Ctrl-C while the first one's line was written
-        _exit_now(130)
+        exit_now(130)

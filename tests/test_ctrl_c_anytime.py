@@ -164,3 +164,43 @@ def test_a_ctrl_c_python_dropped_still_stops_the_run(tmp_path):
     proc = _start(run_dir, tmp_path, code=_CTRL_C_IN_A_GC_CALLBACK)
     _check_stopped(proc, run_dir, "gc callback")
     assert not (run_dir / "checkpoints" / "1").exists()  # stopped before the loop started
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory) -> Path:
+    """A tiny trained run to evaluate."""
+    from conftest import run_config
+
+    from stoixlite.run import loop
+
+    run_dir = tmp_path_factory.mktemp("ctrl_c_evaluate") / "run"
+    loop.train(run_config(RUN), run_dir)
+    return run_dir
+
+
+@pytest.mark.parametrize("after_s", [0.3, 1.5, 4.0])  # imports; building; compiling or playing
+def test_ctrl_c_stops_an_evaluation(finished_run, tmp_path, after_s):
+    """``python -m stoixlite.evaluate`` interrupted: exit 130, one line, no traceback, nothing
+    written (or, where it already ended, its normal result)."""
+    before = sorted(str(p) for p in finished_run.rglob("*"))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "stoixlite.evaluate", str(finished_run), "--episodes", "2"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(after_s)
+    interrupted = proc.poll() is None
+    if interrupted:
+        proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=TIMEOUT_S)
+    if not interrupted:
+        assert after_s > 1.0 and proc.returncode == 0, (after_s, out, err)  # imports take longer
+        return
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert proc.returncode == 130, (after_s, proc.returncode, out, err)
+    assert lines == ["interrupted: the evaluation stopped, nothing was written"], (after_s, err)
+    assert "Traceback" not in out + err and "Exception ignored" not in err, (after_s, err)
+    assert sorted(str(p) for p in finished_run.rglob("*")) == before

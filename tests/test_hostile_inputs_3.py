@@ -282,3 +282,22 @@ def test_an_unwritable_wandb_dir_is_one_line(tmp_path, capsys, monkeypatch, wher
         err
     )
     assert not run_dir.exists()
+
+
+def test_resume_with_another_run_dir_is_one_line(finished_run, tmp_path, capsys, monkeypatch):
+    """``resume=<run> hydra.run.dir=<other>``: refused before Hydra creates ``<other>`` (the run
+    would continue in its own directory); the same directory named twice resumes."""
+    before = sorted(p.name for p in finished_run.rglob("*"))
+    other = tmp_path / "other"
+    code, out, err = run_cli(
+        [f"resume={finished_run}", f"hydra.run.dir={other}"], capsys, monkeypatch
+    )
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == CONFIG, (code, out, err)
+    assert len(lines) == 1 and f"hydra.run.dir={other} is invalid with resume=" in lines[0], err
+    assert not other.exists()
+    assert sorted(p.name for p in finished_run.rglob("*")) == before  # nothing touched
+
+    from stoixlite.cli.overrides import resume_dir_error
+
+    assert resume_dir_error([f"resume={finished_run}", f"hydra.run.dir={finished_run}/."]) is None

@@ -319,7 +319,8 @@ def argument_error(argv: list[str]) -> str | None:
 
 def resume_dir_error(argv: list[str]) -> str | None:
     """One line when a single run's ``resume=`` names no run directory (no such directory, or
-    no ``config.yaml`` there): caught before Hydra creates any output directory."""
+    no ``config.yaml`` there) or comes with a ``hydra.run.dir`` elsewhere (the run would continue
+    in its own directory and leave that one empty): caught before Hydra creates any directory."""
     values = _single_run_values(argv)
     if values is None or values.get("resume", "") in ("", "null"):
         return None
@@ -328,6 +329,13 @@ def resume_dir_error(argv: list[str]) -> str | None:
         return f"resume={run_dir}: no such directory (give a run directory: resume=<run dir>)"
     if not (run_dir / CONFIG_FILE).exists():
         return f"resume={run_dir}: no config.yaml there (not a run directory)"
+    other = values.get("hydra.run.dir")
+    if other is not None and Path(other).expanduser().resolve() != run_dir.resolve():
+        return (
+            f"hydra.run.dir={other} is invalid with resume={run_dir}: a resumed run continues in "
+            "its own directory (drop hydra.run.dir; to branch off a copy, copy the directory "
+            "and resume the copy)"
+        )
     return None
 
 

@@ -17,6 +17,7 @@ stoixlite.rec_ppo`` and ``python -m stoixlite.evaluate``:
 from __future__ import annotations
 
 import logging
+import os
 import sys
 from typing import Any
 
@@ -43,3 +44,14 @@ def _drop_aborted_reads() -> None:
 
     hook._drops_aborted_reads = True  # type: ignore[attr-defined]
     sys.unraisablehook = hook
+
+
+def exit_now(code: int) -> None:
+    """Flush what was written and end the process without interpreter teardown."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # a closed or broken stream: nothing more to write anyway
+            pass
+    os._exit(code)
