@@ -4,7 +4,8 @@
     python scripts/popgym_table.py train         # every cell without a finished record
     python scripts/popgym_table.py train --envs repeat_first --difficulties hard \\
         --networks gru --variant popgym -- +protocol=popgym
-    python scripts/popgym_table.py train --jobs 8 --time-limit 540 --records /tmp/records
+    python scripts/popgym_table.py train --jobs 6 --time-limit 540 --records /tmp/records \\
+        --difficulties medium hard --networks gru memoroid mlp paper_best
     python scripts/popgym_table.py report        # docs/popgym_table.md + its figure
 
 ``train`` runs one ``python -m stoixlite.rec_ppo`` per cell (env x difficulty x network, all
@@ -15,6 +16,9 @@ default, which no shipped config was tuned on) with the shipped configs and thei
 record (:mod:`stoixlite.results.popgym_records`) is written to ``--records`` (default
 ``results/popgym_table/``, committed with the repository).
 
+``--networks paper_best`` stands for stoixlite's port of the paper's best model of each published
+cell (``lmu`` on repeat_previous medium, ``indrnn`` on autoencode medium, ...; none on unpublished
+cells). Published cells train first, then the rest, each group by difficulty, env and network.
 A cell whose record is finished (same seeds) is skipped. An interrupted cell with a checkpoint
 in its run directory is resumed (``resume=<dir>``); one without (its record came from another
 machine, or it stopped before its first checkpoint) trains afresh, and its record is replaced
@@ -22,7 +26,8 @@ only by one that trained at least as far. ``--jobs N`` trains N cells side by si
 process (on one GPU, 4-10 small cells together use it far better than one; Ctrl-C stops them all
 cleanly). ``--time-limit S`` starts only cells whose estimated wall time (from the records'
 wall times on the same kind of machine) fits in what is left of S seconds, and at S stops the
-cells still training cleanly, recording them as interrupted. Overrides after ``--`` go to every
+cells still training cleanly, recording them as interrupted. Estimates scale with ``--jobs``:
+cells side by side share the machine's throughput. Overrides after ``--`` go to every
 cell of this call and must come with ``--variant NAME``. Training refuses a tree with
 uncommitted changes to tracked files (a record names the commit it ran at) unless
 ``--allow-changes`` is given, which records the diff's hash. A failed cell is recorded, the
@@ -50,7 +55,7 @@ from pathlib import Path
 
 from stoixlite.cli.args import OneLineArgumentParser
 from stoixlite.results.machine import machine_description
-from stoixlite.results.popgym_paper import DIFFICULTIES, ENVS
+from stoixlite.results.popgym_paper import DIFFICULTIES, ENVS, PAPER, paper_best_networks
 from stoixlite.results.popgym_records import (
     RecordError,
     read_record,
@@ -65,6 +70,7 @@ from stoixlite.results.runs import RunReadError
 ROOT = Path(__file__).resolve().parent.parent
 CELL_FILE = "cell.json"
 DEFAULT_NETWORKS = ["gru", "memoroid", "mlp"]
+PAPER_BEST = "paper_best"  # in --networks: the paper's best model of each published cell
 DEFAULT_SEEDS = [10, 11, 12]
 RECORDS = ROOT / "results" / "popgym_table"
 
@@ -325,7 +331,8 @@ def stop_all(running: list[Launch], sig: int | None) -> None:
 
 
 def wall_estimates(roots: list[Path], gpu: bool) -> dict:
-    """Seconds per env step of the records on the same kind of machine (GPU or not):
+    """Seconds per env step and per cell trained at once (a record's wall time divided by its
+    steps and by the cells that shared its machine) on the same kind of machine (GPU or not):
     ``{(env, difficulty, model): s/step}`` and ``{model: [s/step, ...]}``, from ``roots`` (the
     first root that has a cell or a model gives its rates)."""
     exact: dict = {}
@@ -341,7 +348,7 @@ def wall_estimates(roots: list[Path], gpu: bool) -> dict:
             wall, steps = record.get("wall_s"), record.get("steps")
             if ("GPU:" in str(last.get("machine", ""))) != gpu or not wall or not steps:
                 continue
-            rate = float(wall) / float(steps)
+            rate = float(wall) / float(steps) / max(1, int(last.get("jobs") or 1))
             name = record_name(record["model"], record.get("variant"))
             exact.setdefault((record["env"], record["difficulty"], name), rate)  # first root wins
             found.setdefault(name, []).append(rate)
@@ -350,13 +357,38 @@ def wall_estimates(roots: list[Path], gpu: bool) -> dict:
     return {"exact": exact, "model": by_model}
 
 
-def estimate(cell: Cell, budget: int, rates: dict) -> float | None:
-    """Estimated wall seconds of ``cell`` for ``budget`` steps (``None`` when unknown): the same
-    cell's recorded rate, else the slowest recorded rate of the same model."""
+def estimate(cell: Cell, budget: int, rates: dict, jobs: int) -> float | None:
+    """Estimated wall seconds of ``cell`` for ``budget`` steps with ``jobs`` cells sharing the
+    machine (``None`` when unknown): the same cell's recorded rate, else the slowest recorded
+    rate of the same model. Cells side by side share one GPU's (or the CPU's) throughput, so a
+    cell's wall time scales with how many train at once (on one H200, 2M-step cells took 60-72 s
+    three at a time, 114-135 s six at a time, 287-327 s thirteen at a time)."""
     rate = rates["exact"].get((cell.env, cell.difficulty, cell.path.name))
     if rate is None and rates["model"].get(cell.path.name):
         rate = max(rates["model"][cell.path.name])
-    return None if rate is None else rate * budget
+    return None if rate is None else rate * budget * jobs
+
+
+def cell_networks(networks: list[str], env: str, difficulty: str) -> list[str]:
+    """``--networks`` for one cell: ``paper_best`` replaced by the ports of the paper's best
+    model(s) there (:func:`~stoixlite.results.popgym_paper.paper_best_networks`; nothing on an
+    unpublished cell), each network once."""
+    expanded = []
+    for network in networks:
+        expanded += paper_best_networks(env, difficulty) if network == PAPER_BEST else [network]
+    return list(dict.fromkeys(expanded))
+
+
+def cell_order(args) -> list[tuple[str, str, str]]:
+    """``(env, difficulty, network)`` of every cell asked for, the published cells first (the
+    ones the page compares with the paper), then by difficulty, env and network as given."""
+    cells = [
+        (env, difficulty, network)
+        for difficulty in args.difficulties
+        for env in args.envs
+        for network in cell_networks(args.networks, env, difficulty)
+    ]
+    return sorted(cells, key=lambda cell: cell[1] not in PAPER.get(cell[0], {}))  # stable
 
 
 def train(args, budgets: dict) -> int:
@@ -370,9 +402,7 @@ def train(args, budgets: dict) -> int:
             cell_dir(args.out, env, difficulty, network, args.variant),
             record_path(args.records, env, difficulty, network, args.variant),
         )
-        for k, (difficulty, env, network) in enumerate(
-            ((d, e, n) for d in args.difficulties for e in args.envs for n in args.networks), 1
-        )
+        for k, (env, difficulty, network) in enumerate(cell_order(args), 1)
     ]
     todo = [cell for cell in cells if pending(args, cell)]
     deadline = None if args.time_limit is None else time.monotonic() + args.time_limit
@@ -381,7 +411,7 @@ def train(args, budgets: dict) -> int:
         rates = wall_estimates(list(dict.fromkeys([args.records, RECORDS])), gpu)
         for cell in todo:
             budget = budgets[(cell.env, cell.difficulty, cell.network)]
-            cell.estimate = estimate(cell, budget, rates)
+            cell.estimate = estimate(cell, budget, rates, args.jobs)
         known = [c for c in todo if c.estimate is not None and c.estimate <= args.time_limit]
         for cell in todo:
             if cell.estimate is not None and cell.estimate > args.time_limit:
@@ -436,7 +466,13 @@ def main(argv: list[str] | None = None) -> int:
     tr = sub.add_parser("train", help="train the cells (skips finished ones, resumes the rest)")
     tr.add_argument("--envs", nargs="+", default=list(ENVS), choices=ENVS, metavar="ENV")
     tr.add_argument("--difficulties", nargs="+", default=list(DIFFICULTIES), choices=DIFFICULTIES)
-    tr.add_argument("--networks", nargs="+", default=DEFAULT_NETWORKS)
+    tr.add_argument(
+        "--networks",
+        nargs="+",
+        default=DEFAULT_NETWORKS,
+        help=f"networks (configs/network/); {PAPER_BEST}: the port of the paper's best model of "
+        "each published cell",
+    )
     tr.add_argument("--seeds", nargs="+", type=int, default=DEFAULT_SEEDS)
     tr.add_argument("--variant", default=None, help="name of the overrides after --")
     tr.add_argument(
@@ -515,17 +551,15 @@ def train_checked(parser, args) -> int:
         if path.exists() and not path.is_dir():
             parser.error(f"--{flag} {path}: not a directory")
     budgets = {}
-    for network in args.networks:
-        for env in args.envs:
-            for difficulty in args.difficulties:
-                cfg, error = checked_run_config(cell_overrides(args, env, difficulty, network))
-                if error is not None:
-                    parser.error(f"network={network}: {error}")
-                budgets[(env, difficulty, network)] = int(cfg.arch.total_timesteps)
-                if args.time_limit is None:
-                    break  # budgets are only needed to estimate wall times
-            if args.time_limit is None:
-                break
+    checked = set()
+    for env, difficulty, network in cell_order(args):
+        if args.time_limit is None and network in checked:
+            continue  # budgets are only needed to estimate wall times: each network once
+        cfg, error = checked_run_config(cell_overrides(args, env, difficulty, network))
+        if error is not None:
+            parser.error(f"network={network}: {error}")
+        budgets[(env, difficulty, network)] = int(cfg.arch.total_timesteps)
+        checked.add(network)
     if not args.dry_run and not args.allow_changes and git_state()[1] != "clean":
         parser.error(
             "the checkout has uncommitted changes to tracked files: commit them (a record "

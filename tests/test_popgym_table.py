@@ -263,24 +263,25 @@ def test_time_limit_starts_the_cells_that_fit(tmp_path):
     records = tmp_path / "records"
     machine = runner.machine_description()
 
-    def record(env, model, wall, steps=1000):
+    def record(env, model, wall, steps=1000, jobs=1):
         path = records / env / "easy" / f"{model}.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({
             "env": env, "difficulty": "easy", "model": model, "variant": None,
             "status": "interrupted", "per_seed": [], "budget": 10 * steps, "steps": steps,
-            "wall_s": wall, "seeds": [0], "attempts": [{"machine": machine}],
+            "wall_s": wall, "seeds": [0], "attempts": [{"machine": machine, "jobs": jobs}],
         }))  # fmt: skip
 
     record("repeat_first", "gru", 10.0)  # 0.01 s per step
-    record("autoencode", "gru", 50.0)  # slowest gru: 0.05 s per step
+    record("autoencode", "gru", 200.0, jobs=4)  # slowest gru: 0.05 s per step and cell at once
     rates = runner.wall_estimates([records], "GPU:" in machine)
     cell = runner.Cell(1, "repeat_first", "easy", "gru", tmp_path / "x" / "gru", tmp_path / "r")
-    assert runner.estimate(cell, 2000, rates) == 20.0
+    assert runner.estimate(cell, 2000, rates, jobs=1) == 20.0
+    assert runner.estimate(cell, 2000, rates, jobs=3) == 60.0  # three cells share the machine
     other = runner.Cell(2, "higher_lower", "easy", "gru", tmp_path / "y" / "gru", tmp_path / "r")
-    assert runner.estimate(other, 2000, rates) == 100.0
+    assert runner.estimate(other, 2000, rates, jobs=1) == 100.0
     mlp = runner.Cell(3, "higher_lower", "easy", "mlp", tmp_path / "y" / "mlp", tmp_path / "r")
-    assert runner.estimate(mlp, 2000, rates) is None
+    assert runner.estimate(mlp, 2000, rates, jobs=1) is None
     # the whole runner, dry, with a 60 s limit: repeat_first gru (0.01 s x its budget) does
     # not fit; higher_lower gru, recorded at 1e-6 s per step, fits and goes first; the elman
     # cells (no record of elman anywhere: no estimate) follow in order
@@ -318,3 +319,35 @@ def test_time_limit_stops_the_training_cells_and_records_them(tmp_path):
     assert record["status"] == "interrupted" and record["attempts"][-1]["exit"] == 130
     assert 0 < record["steps"] < record["budget"]
     assert not (records / "repeat_previous" / "easy" / "mlp+long.json").exists()
+
+
+def test_paper_best_trains_the_papers_winners_and_published_cells_go_first(tmp_path):
+    """``--networks paper_best``: the port of the paper's best model of each published cell
+    (both of a tie, none where every model tied or the paper has no number), published cells
+    before unpublished ones."""
+    runner = _runner()
+    assert runner.cell_networks(["gru", "paper_best"], "repeat_previous", "medium") == [
+        "gru",
+        "lmu",
+    ]
+    assert runner.cell_networks(["paper_best"], "count_recall", "hard") == [
+        "positional_mlp",
+        "tcn",
+    ]
+    assert runner.cell_networks(["paper_best", "gru"], "autoencode", "easy") == ["gru"]
+    assert runner.cell_networks(["paper_best"], "position_only_cartpole", "hard") == []
+    assert runner.cell_networks(["paper_best"], "battleship", "medium") == []
+    args = ["train", "--envs", "battleship", "multiarmed_bandit", "--difficulties", "easy",
+            "hard", "--networks", "mlp", "paper_best", "--records", str(tmp_path / "r"),
+            "--out", str(tmp_path / "o"), "--dry-run"]  # fmt: skip
+    dry = table(*args)
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    started = [line.split(": ")[0].split("] ")[1] for line in dry.stdout.splitlines()]
+    assert started == [
+        "multiarmed_bandit easy mlp",
+        "multiarmed_bandit easy elman",
+        "multiarmed_bandit hard mlp",
+        "multiarmed_bandit hard tcn",
+        "battleship easy mlp",
+        "battleship hard mlp",
+    ], dry.stdout

@@ -71,3 +71,23 @@ PAPER: dict[str, dict[str, PaperCell]] = {
         (1.000, 1.000, "all"), (1.000, 1.000, "all"), (1.000, 1.000, "all")
     ),
 }
+
+# stoixlite's port of each model the paper names as a cell's best (``configs/network/``).
+PAPER_MODELS = {
+    "GRU": "gru",
+    "LSTM": "lstm",
+    "Elman": "elman",
+    "IndRNN": "indrnn",
+    "LMU": "lmu",
+    "TCN": "tcn",
+    "PosMLP": "positional_mlp",
+}
+
+
+def paper_best_networks(env: str, difficulty: str) -> list[str]:
+    """stoixlite's ports of the paper's best model(s) of a cell (``"PosMLP/TCN"``: both); none
+    for an unpublished cell or one where every model tied ("all")."""
+    cell = PAPER.get(env, {}).get(difficulty)
+    if cell is None or cell.best_model == "all":
+        return []
+    return [PAPER_MODELS[name] for name in cell.best_model.split("/")]

@@ -409,19 +409,46 @@ Statistics: {label}.
 
 
 def wall_lines(cells: Cells) -> list[str]:
-    """The recorded wall time of the cells, per kind of machine (finished cells only)."""
-    totals: dict[str, list[float]] = {}
+    """The recorded wall time of the finished cells per kind of machine, the machine time they
+    used (a cell's wall time divided by the cells that trained beside it) and, at that rate, the
+    machine time the 144 mlp/gru/memoroid cells not yet finished would take."""
+    walls: dict[str, list[float]] = {}
+    shares: dict[str, list[float]] = {}
+    steps: dict[str, float] = {}
     for models in cells.values():
         for cell in models.values():
             wall = cell.record.get("wall_s")
-            if cell.status == "done" and wall is not None:
-                totals.setdefault(cell.machine.split(",")[0], []).append(float(wall))
-    return [
-        f"Recorded so far on {kind}: {len(walls)} finished cells, {sum(walls) / 3600:.1f} h of "
-        f"cell wall time in all (median {sorted(walls)[len(walls) // 2]:.0f} s per cell; cells "
-        "that trained side by side each count their own clock)."
-        for kind, walls in sorted(totals.items())
-    ]
+            if cell.status != "done" or wall is None:
+                continue
+            last = cell.record["attempts"][-1] if cell.record["attempts"] else {}
+            kind = cell.machine.split(",")[0]
+            walls.setdefault(kind, []).append(float(wall))
+            shares.setdefault(kind, []).append(float(wall) / max(1, int(last.get("jobs") or 1)))
+            steps[kind] = steps.get(kind, 0.0) + float(cell.record["steps"])
+    left = sum(
+        1
+        for env in ENVS
+        for difficulty in DIFFICULTIES
+        for model in ("gru", "memoroid", "mlp")
+        if not (
+            model in cells.get((env, difficulty), {})
+            and cells[(env, difficulty)][model].status == "done"
+        )
+    )
+    lines = []
+    for kind in sorted(walls):
+        per_2m = sum(shares[kind]) / steps[kind] * 2e6
+        lines.append(
+            f"Recorded so far on {kind}: {len(walls[kind])} finished cells, "
+            f"{sum(walls[kind]) / 3600:.1f} h of cell wall time in all (median "
+            f"{sorted(walls[kind])[len(walls[kind]) // 2]:.0f} s per cell), "
+            f"{sum(shares[kind]) / 3600:.1f} h of the machine (each cell's wall time divided by "
+            f"the cells that trained beside it): {per_2m:.0f} s of the machine per 2M-step cell. "
+            f"At that rate the {left} of the 144 mlp/gru/memoroid cells not finished yet take "
+            f"about {left * per_2m / 3600:.1f} h of one such machine at 2M steps each "
+            "(battleship's budget is 6M, repeat_first's 8M)."
+        )
+    return lines
 
 
 def budget_text(cells: Cells) -> str:
@@ -469,9 +496,13 @@ def render(cells: Cells, randoms: dict[str, float], figure_rel: str | None) -> s
         "`python scripts/popgym_table.py train` trains every cell without a finished record",
         "(mlp, gru and memoroid on all 48 cells, seeds 10-12) and writes the records;",
         "`python scripts/popgym_table.py report` rebuilds this page. On one GPU,",
-        "`python scripts/popgym_table.py train --jobs 8 --time-limit 540 --records DIR` trains",
-        "as many pending cells as fit in 9 minutes, choosing them by the wall times recorded",
-        "here, and writes their records to DIR (copy them into `results/popgym_table/`).",
+        "`python scripts/popgym_table.py train --jobs 6 --time-limit 540 --records DIR",
+        "--networks gru memoroid mlp paper_best` trains as many pending cells as fit in 9",
+        "minutes (published cells first; `paper_best`: the port of the paper's best model of each",
+        "published cell), choosing them by the wall times recorded here scaled to the cells",
+        "trained at once, and writes their records to DIR (copy them into",
+        "`results/popgym_table/`). On one H200, 3 to 13 cells at once each came to 20-25 s",
+        "of the GPU per 2M-step cell: the GPU, not the host, sets the pace.",
         *wall_lines(cells),
         "The cells here came from:",
         "",
