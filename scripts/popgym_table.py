@@ -19,7 +19,9 @@ record (:mod:`stoixlite.results.popgym_records`) is written to ``--records`` (de
 ``--networks paper_best`` stands for stoixlite's port of the paper's best model of each published
 cell (``lmu`` on repeat_previous medium, ``indrnn`` on autoencode medium, ...; none on unpublished
 cells). Published cells train first, then the rest, each group by difficulty, env and network.
-A cell whose record is finished (same seeds) is skipped. An interrupted cell with a checkpoint
+A cell whose record is finished (same seeds) is skipped, unless it trained with other settings
+than the cell's config today (``env``, ``network``, ``system``, the budget or ``arch.num_envs``
+differ: a default changed since), which trains afresh. An interrupted cell with a checkpoint
 in its run directory is resumed (``resume=<dir>``); one without (its record came from another
 machine, or it stopped before its first checkpoint) trains afresh, and its record is replaced
 only by one that trained at least as far. ``--jobs N`` trains N cells side by side, each its own
@@ -53,16 +55,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from stoixlite.cli.args import OneLineArgumentParser
+from stoixlite.cli.args import OneLineArgumentParser, checked_run_config
 from stoixlite.results.machine import machine_description
 from stoixlite.results.popgym_paper import DIFFICULTIES, ENVS, PAPER, paper_best_networks
 from stoixlite.results.popgym_records import (
     RecordError,
+    changed_settings,
     read_record,
     read_records,
     record_from_run,
     record_name,
     record_path,
+    record_settings,
     write_record,
 )
 from stoixlite.results.runs import RunReadError
@@ -198,6 +202,7 @@ class Cell:
     path: Path
     record: Path
     estimate: float | None = None
+    fresh: bool = False  # train from scratch (its record or checkpoint has other settings)
 
     @property
     def name(self) -> str:
@@ -214,14 +219,26 @@ class Launch:
     proc: subprocess.Popen
 
 
-def pending(args, cell: Cell) -> bool:
-    """Whether ``cell`` needs training (prints why not)."""
+def pending(args, cell: Cell, configs: dict) -> bool:
+    """Whether ``cell`` needs training (prints why not). A record trained with other settings
+    than the cell's config today (:func:`~stoixlite.results.popgym_records.changed_settings`)
+    trains afresh: its record is replaced when the new run finishes."""
     if not cell.record.exists():
         return True
     try:
         record = read_record(cell.record)
     except RecordError as err:
         print(f"{cell.name}: {err}; it will be replaced", flush=True)
+        return True
+    cfg = configs.get((cell.env, cell.difficulty, cell.network))
+    if cfg is None:
+        cfg, _ = checked_run_config(cell_overrides(args, cell.env, cell.difficulty, cell.network))
+    changed = changed_settings(record, cfg) if cfg is not None else []
+    if changed:
+        shown = ", ".join(changed[:4]) + (", ..." if len(changed) > 4 else "")
+        print(f"{cell.name}: its record trained with other settings ({shown}): trained afresh",
+              flush=True)  # fmt: skip
+        cell.fresh = True
         return True
     if record["status"] == "done":
         if record.get("seeds") == list(args.seeds):
@@ -238,8 +255,8 @@ def pending(args, cell: Cell) -> bool:
 
 def launch(args, cell: Cell) -> Launch:
     """Start a cell's training process, its bookkeeping (``cell.json``) written first."""
-    if not has_checkpoint(cell.path) and cell.path.exists():
-        shutil.rmtree(cell.path)  # no checkpoint to resume from: nothing to keep
+    if (cell.fresh or not has_checkpoint(cell.path)) and cell.path.exists():
+        shutil.rmtree(cell.path)  # nothing to resume from (or other settings): nothing to keep
     cmd = train_command(args, cell.env, cell.difficulty, cell.network, cell.path)
     print(f"[{cell.k}] {cell.name}: {portable(cmd)}", flush=True)
     cell.path.mkdir(parents=True, exist_ok=True)
@@ -280,13 +297,17 @@ def launch(args, cell: Cell) -> Launch:
 
 def keep_record(path: Path, record: dict) -> bool:
     """Whether ``record`` may replace the one at ``path``: always, unless it is an unfinished
-    one that trained less far than an unfinished one already there (or any finished one)."""
+    one that trained less far than an unfinished one already there (or any finished one) with
+    the same settings."""
     if record["status"] == "done" or not path.exists():
         return True
     try:
         old = read_record(path)
     except RecordError:
         return True
+    new = record_settings(record)
+    if new is not None and changed_settings(old, new):
+        return True  # the old one trained with other settings
     if old["status"] == "done":
         return False
     return old["status"] == "failed" or record["steps"] >= old.get("steps", 0)
@@ -391,7 +412,7 @@ def cell_order(args) -> list[tuple[str, str, str]]:
     return sorted(cells, key=lambda cell: cell[1] not in PAPER.get(cell[0], {}))  # stable
 
 
-def train(args, budgets: dict) -> int:
+def train(args, configs: dict) -> int:
     """Train the pending cells, ``args.jobs`` at a time. Exit 0, 1 (a cell failed) or 130."""
     cells = [
         Cell(
@@ -404,13 +425,13 @@ def train(args, budgets: dict) -> int:
         )
         for k, (env, difficulty, network) in enumerate(cell_order(args), 1)
     ]
-    todo = [cell for cell in cells if pending(args, cell)]
+    todo = [cell for cell in cells if pending(args, cell, configs)]
     deadline = None if args.time_limit is None else time.monotonic() + args.time_limit
     if deadline is not None:
         gpu = "GPU:" in machine_description()
         rates = wall_estimates(list(dict.fromkeys([args.records, RECORDS])), gpu)
         for cell in todo:
-            budget = budgets[(cell.env, cell.difficulty, cell.network)]
+            budget = int(configs[(cell.env, cell.difficulty, cell.network)].arch.total_timesteps)
             cell.estimate = estimate(cell, budget, rates, args.jobs)
         known = [c for c in todo if c.estimate is not None and c.estimate <= args.time_limit]
         for cell in todo:
@@ -533,8 +554,6 @@ def main(argv: list[str] | None = None) -> int:
 
 def train_checked(parser, args) -> int:
     """Check the arguments and every cell's config (one line, exit 2), then :func:`train`."""
-    from stoixlite.cli.args import checked_run_config
-
     if args.jobs < 1:
         parser.error(f"--jobs {args.jobs}: must be at least 1")
     if args.time_limit is not None and not 0 < args.time_limit < float("inf"):
@@ -550,22 +569,22 @@ def train_checked(parser, args) -> int:
         path = getattr(args, flag)
         if path.exists() and not path.is_dir():
             parser.error(f"--{flag} {path}: not a directory")
-    budgets = {}
+    configs = {}  # (env, difficulty, network): the cell's RunConfig (all, or each network once)
     checked = set()
     for env, difficulty, network in cell_order(args):
         if args.time_limit is None and network in checked:
-            continue  # budgets are only needed to estimate wall times: each network once
+            continue  # only estimates need every cell's config (budget): each network once
         cfg, error = checked_run_config(cell_overrides(args, env, difficulty, network))
         if error is not None:
             parser.error(f"network={network}: {error}")
-        budgets[(env, difficulty, network)] = int(cfg.arch.total_timesteps)
+        configs[(env, difficulty, network)] = cfg
         checked.add(network)
     if not args.dry_run and not args.allow_changes and git_state()[1] != "clean":
         parser.error(
             "the checkout has uncommitted changes to tracked files: commit them (a record "
             "names the commit it ran at) or pass --allow-changes (records the diff's hash)"
         )
-    return train(args, budgets)
+    return train(args, configs)
 
 
 if __name__ == "__main__":

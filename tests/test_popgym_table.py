@@ -351,3 +351,41 @@ def test_paper_best_trains_the_papers_winners_and_published_cells_go_first(tmp_p
         "battleship easy mlp",
         "battleship hard mlp",
     ], dry.stdout
+
+
+def test_a_record_trained_with_other_settings_trains_afresh(tmp_path):
+    """A record whose config differs from the cell's shipped config today (a default changed
+    since) is trained again from scratch, and its replacement may be an unfinished record."""
+    from conftest import run_config
+
+    from stoixlite.results.popgym_records import changed_settings, write_record
+
+    runner = _runner()
+    shipped = ROOT / "results" / "popgym_table" / "autoencode" / "easy" / "gru.json"
+    record = read_record(shipped)
+    cell = ["env=popgym/autoencode", "env.difficulty=easy", "network=gru"]
+    assert changed_settings(record, run_config(cell)) == []
+    assert changed_settings(record, run_config([*cell, "system.lr=0.1"])) == ["system.lr"]
+    assert changed_settings(record, run_config([*cell, "arch.seed=5"])) == []  # not a setting
+    assert changed_settings({**record, "config": {"arch": 1}}, run_config(cell)) == ["config"]
+
+    records = tmp_path / "records"
+    path = records / "autoencode" / "easy" / "gru.json"
+    path.parent.mkdir(parents=True)
+    write_record(path, record)
+    args = ["train", "--envs", "autoencode", "--difficulties", "easy", "--networks", "gru",
+            "--records", str(records), "--out", str(tmp_path / "o"), "--dry-run"]  # fmt: skip
+    dry = table(*args)
+    assert "autoencode easy gru: done, skipped" in dry.stdout, dry.stdout + dry.stderr
+    stale = json.loads(json.dumps(record))
+    stale["config"]["system"]["lr"] = 0.1
+    write_record(path, stale)
+    dry = table(*args)
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert "its record trained with other settings (system.lr): trained afresh" in dry.stdout
+    assert "stoixlite.rec_ppo env=popgym/autoencode" in dry.stdout  # a fresh run, no resume=
+
+    unfinished = {**record, "status": "interrupted", "steps": 1}
+    assert runner.keep_record(path, unfinished)  # today's settings replace the stale record
+    write_record(path, record)
+    assert not runner.keep_record(path, unfinished)  # same settings: the finished one stays

@@ -142,6 +142,48 @@ def record_from_run(run_dir: Path, cell: dict) -> dict:
     }
 
 
+# What a cell's result depends on: these sections of its config, and these arch keys (seeds,
+# stopping, logging and checkpointing do not change what a seed learns).
+SETTINGS_SECTIONS = ("env", "network", "system")
+SETTINGS_ARCH_KEYS = ("total_timesteps", "num_envs")
+
+
+def record_settings(record: dict) -> Any:
+    """The record's config as a :class:`~stoixlite.config.schema.RunConfig`; ``None`` when it
+    is no longer a valid config (a key renamed or removed since)."""
+    from stoixlite.config.parse import parse
+    from stoixlite.config.strict import ConfigError
+
+    try:
+        return parse(OmegaConf.create(record["config"]))
+    except (ConfigError, KeyError, TypeError, ValueError):
+        return None
+
+
+def changed_settings(record: dict, cfg: Any) -> list[str]:
+    """The keys (``system.lr``, ...) whose value in the record's config differs from ``cfg``
+    (a :class:`~stoixlite.config.schema.RunConfig`, e.g. today's shipped config of the cell):
+    :data:`SETTINGS_SECTIONS` and :data:`SETTINGS_ARCH_KEYS`. ``["config"]`` when the record's
+    config is no longer a valid config."""
+    from dataclasses import asdict
+
+    old = record_settings(record)
+    if old is None:
+        return ["config"]
+    changed = []
+    for section in SETTINGS_SECTIONS:
+        before, now = asdict(getattr(old, section)), asdict(getattr(cfg, section))
+        changed += [
+            f"{section}.{key}" for key in sorted({*before, *now}) if before.get(key) != now.get(key)
+        ]
+    changed += [
+        f"arch.{key}"
+        for key in SETTINGS_ARCH_KEYS
+        if getattr(old.arch, key) != getattr(cfg.arch, key)
+    ]
+    return changed
+
+
 def write_record(path: Path, record: dict) -> None:
     """Write a record atomically (a temporary file renamed over it), parents created."""
     path.parent.mkdir(parents=True, exist_ok=True)
