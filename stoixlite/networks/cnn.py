@@ -23,8 +23,8 @@ float32 from the forward pass to the backward one.
 
 The encoder convolves at most ``slice_frames`` frames at a time (``network.cnn_slice_frames``,
 default :data:`DEFAULT_SLICE_FRAMES`; :func:`in_slices`): a training minibatch's frames (4,096
-frames of 128 x 128 x 3 at 128 envs x 128 steps and 4 minibatches: 2.3 GiB as float32 per seed,
-the first convolution's output 0.7 GiB) are convolved slice after slice under
+frames of 128 x 128 x 3 at 128 envs x 128 steps and 4 minibatches: 0.75 GiB as float32 per seed,
+the arcade stack's first convolution's output 0.23 GiB) are convolved slice after slice under
 ``jax.checkpoint``, and the backward pass recomputes each slice's activations from the ``uint8``
 frames instead of keeping them: one more forward pass of the convolutions for a bound of one
 slice's float32 frames and activations. Outputs are those of the whole batch bit for bit; the
