@@ -3,8 +3,8 @@
 For every registered memory model, with whole sequences, with BPTT chunks and with chunks after a
 burn-in (``system.burn_in``), on an env whose episodes end mid-rollout (MemoryChain: 6 steps) so
 resets happen inside training sequences; and with image observations through the cnn encoder
-(``pixel/colour_cue``). A negative control shows the check can fail: replaying
-chunks from zeroed carries breaks it.
+(``pixel/colour_cue``, the encoder convolving a minibatch's frames in slices). A negative control
+shows the check can fail: replaying chunks from zeroed carries breaks it.
 """
 
 from __future__ import annotations
@@ -84,6 +84,7 @@ PIXEL_OVERRIDES = [
     "env=pixel/colour_cue",
     "network.encoder=cnn",
     "network.cnn_channels=[4,8]",
+    "network.cnn_slice_frames=10",  # 48 frames a minibatch: 4 slices of 10 and the 8 left
 ]
 
 

@@ -182,6 +182,9 @@ class NetworkConfig:
     cnn_channels: tuple[int, ...] = rule(POSITIVE_INTS, default=(16, 32))
     cnn_kernels: tuple[int, ...] = rule(POSITIVE_INTS, default=(3, 3))
     cnn_strides: tuple[int, ...] = rule(POSITIVE_INTS, default=(2, 2))
+    # Frames the cnn encoder convolves at a time (0: all at once); results agree up to float
+    # rounding, so it stays out of the checkpoint fingerprint (networks/cnn.in_slices).
+    cnn_slice_frames: int = rule(NON_NEGATIVE_INT, default=256)
     memory: Mapping[str, Any] = field(default_factory=dict)
 
 

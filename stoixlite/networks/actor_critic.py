@@ -31,6 +31,7 @@ import numpy as np
 from stoixlite.networks.cnn import (
     DEFAULT_CHANNELS,
     DEFAULT_KERNELS,
+    DEFAULT_SLICE_FRAMES,
     DEFAULT_STRIDES,
     CNNEncoder,
     network_input,
@@ -171,7 +172,8 @@ class MemoryTower(nn.Module):
     The encoder is an MLP on the flattened observation, the :class:`SetEncoder`
     (``encoder_type="set"``, needs ``set_layout``), or the
     :class:`~stoixlite.networks.cnn.CNNEncoder` (``encoder_type="cnn"``: ``cnn_channels``,
-    ``cnn_kernels``, ``cnn_strides``; observations ``[T, B, H, W, C]``) followed by the MLP.
+    ``cnn_kernels``, ``cnn_strides``, ``cnn_slice_frames``; observations ``[T, B, H, W, C]``)
+    followed by the MLP.
     """
 
     memory_name: str
@@ -185,6 +187,7 @@ class MemoryTower(nn.Module):
     cnn_channels: tuple[int, ...] = DEFAULT_CHANNELS
     cnn_kernels: tuple[int, ...] = DEFAULT_KERNELS
     cnn_strides: tuple[int, ...] = DEFAULT_STRIDES
+    cnn_slice_frames: int = DEFAULT_SLICE_FRAMES
 
     def setup(self) -> None:
         self.convolutions = None
@@ -206,6 +209,7 @@ class MemoryTower(nn.Module):
                     tuple(self.cnn_kernels),
                     tuple(self.cnn_strides),
                     activation_fn(self.activation),
+                    self.cnn_slice_frames,
                 )
         else:
             raise ValueError(f"unknown encoder {self.encoder_type!r}; choose one of {ENCODERS}")
@@ -250,6 +254,7 @@ class ActorCritic(nn.Module):
     cnn_channels: tuple[int, ...] = DEFAULT_CHANNELS
     cnn_kernels: tuple[int, ...] = DEFAULT_KERNELS
     cnn_strides: tuple[int, ...] = DEFAULT_STRIDES
+    cnn_slice_frames: int = DEFAULT_SLICE_FRAMES
 
     def _tower(self, **kwargs: Any) -> MemoryTower:
         return MemoryTower(
@@ -264,6 +269,7 @@ class ActorCritic(nn.Module):
             tuple(self.cnn_channels),
             tuple(self.cnn_kernels),
             tuple(self.cnn_strides),
+            self.cnn_slice_frames,
             **kwargs,
         )
 

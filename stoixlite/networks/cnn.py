@@ -21,6 +21,16 @@ gradient is the ``uint8`` frames, and their float32 copy lives only while the fo
 convolution, and again the kernel gradient, reads it, so a minibatch of frames is never held as
 float32 from the forward pass to the backward one.
 
+The encoder convolves at most ``slice_frames`` frames at a time (``network.cnn_slice_frames``,
+default :data:`DEFAULT_SLICE_FRAMES`; :func:`in_slices`): a training minibatch's frames (4,096
+frames of 128 x 128 x 3 at 128 envs x 128 steps and 4 minibatches: 0.75 GiB as float32 per seed,
+the arcade stack's first convolution's output 0.23 GiB) are convolved slice after slice under
+``jax.checkpoint``, and the backward pass recomputes each slice's activations from the ``uint8``
+frames instead of keeping them: one more forward pass of the convolutions for a bound of one
+slice's float32 frames and activations. Outputs are those of the whole batch bit for bit; the
+kernels' gradients, summed slice by slice, agree up to float rounding. The rollout's and the
+evaluator's steps (one frame per env) are smaller than a slice and run as one batch.
+
 The gradients of a convolution inside a loop (PPO's minibatch ``lax.scan``) ran 4-10x slower on
 XLA:CPU (JAX 0.10) than the same gradients outside a loop, which compute bit for bit what the
 form below computes, as fast: inside a loop body XLA does not arrive at that form by itself. On
@@ -50,6 +60,7 @@ PIXEL_MAX = 255.0  # uint8 intensities 0..255 are scaled to [0, 1]
 DEFAULT_CHANNELS = (16, 32)
 DEFAULT_KERNELS = (3, 3)
 DEFAULT_STRIDES = (2, 2)
+DEFAULT_SLICE_FRAMES = 256  # network.cnn_slice_frames: frames convolved at a time (in_slices)
 
 
 def network_input(obs: jax.Array) -> jax.Array:
@@ -189,21 +200,66 @@ def conv2d(x: jax.Array, kernel: jax.Array, stride: int) -> jax.Array:
     return _convolve(x, kernel, stride=stride)
 
 
+Weights = tuple[jax.Array, jax.Array]  # one convolution's kernel [k, k, C, D] and bias [D]
+
+
 class Conv2D(nn.Module):
-    """One convolution of :func:`conv2d` with a bias: ``[N, H, W, C] -> [N, h, w, features]``.
-    Parameters ``kernel [size, size, C, features]`` (orthogonal(sqrt 2), as the dense layers) and
-    ``bias [features]`` (zeros), named as in ``flax.linen.Conv``."""
+    """One convolution of :func:`conv2d` with a bias: ``[N, H, W, in_channels] -> [N, h, w,
+    features]``. Parameters ``kernel [size, size, in_channels, features]`` (orthogonal(sqrt 2), as
+    the dense layers) and ``bias [features]`` (zeros), named as in ``flax.linen.Conv``; the
+    encoder reads them as :data:`Weights` for :func:`convolutions`."""
 
     features: int
     size: int
     stride: int
+    in_channels: int
 
-    @nn.compact
+    def setup(self) -> None:
+        shape = (self.size, self.size, self.in_channels, self.features)
+        self.kernel = self.param("kernel", nn.initializers.orthogonal(np.sqrt(2)), shape)
+        self.bias = self.param("bias", nn.initializers.zeros, (self.features,))
+
     def __call__(self, x: jax.Array) -> jax.Array:
-        shape = (self.size, self.size, x.shape[-1], self.features)
-        kernel = self.param("kernel", nn.initializers.orthogonal(np.sqrt(2)), shape)
-        bias = self.param("bias", nn.initializers.zeros, (self.features,))
-        return conv2d(x, kernel, self.stride) + bias
+        return conv2d(x, self.kernel, self.stride) + self.bias
+
+
+def convolutions(
+    weights: Sequence[Weights],
+    strides: Sequence[int],
+    activation: Callable[[jax.Array], jax.Array],
+    images: jax.Array,
+) -> jax.Array:
+    """The encoder as a pure function: ``images [N, H, W, C]`` (float or ``uint8``) through each
+    convolution (:func:`conv2d`, plus its bias, then ``activation``) -> ``[N, h * w * D]``."""
+    x = images
+    for (kernel, bias), stride in zip(weights, strides, strict=True):
+        x = activation(conv2d(x, kernel, stride) + bias)
+    return x.reshape(x.shape[0], -1)
+
+
+def in_slices(fn: Callable[[jax.Array], jax.Array], x: jax.Array, size: int) -> jax.Array:
+    """``fn(x)`` for ``x [N, ...]`` and a ``fn`` that maps each row on its own (``[n, ...] ->
+    [n, ...]``), computed ``size`` rows at a time, each slice recomputed for the gradient.
+
+    ``size <= 0`` or ``N <= size``: ``fn(x)`` as it is. Otherwise a ``lax.map`` over the
+    ``N // size`` whole slices (read from ``x`` in place, ``dynamic_slice``) and one call on the
+    rest, each a ``jax.checkpoint`` of ``fn``: what the backward pass keeps is ``x`` itself, and
+    ``fn``'s intermediates exist for one slice at a time, in the forward pass and again in the
+    backward one (which computes them a second time). Values equal ``fn(x)`` where ``fn``'s rows
+    do not depend on the batch's size; gradients summed over rows (a kernel's) are summed slice by
+    slice, equal up to float rounding."""
+    rows = x.shape[0]
+    if size <= 0 or rows <= size:
+        return fn(x)
+    # The slice is cut inside the checkpoint: a slice cut outside would be a saved input of
+    # every step, a copy of all of x stacked by the loop.
+    sliced = jax.checkpoint(lambda start: fn(jax.lax.dynamic_slice_in_dim(x, start, size)))
+    whole = rows // size
+    y = jax.lax.map(sliced, jnp.arange(whole) * size)
+    y = y.reshape((whole * size,) + y.shape[2:])
+    if whole * size < rows:
+        y = jnp.concatenate([y, jax.checkpoint(fn)(x[whole * size :])])
+    return y
 
 
 class CNNEncoder(nn.Module):
@@ -212,13 +268,18 @@ class CNNEncoder(nn.Module):
     (``(h, w)``: the last of :func:`conv_sizes`).
 
     Any number of leading axes (``[T, B]`` in the actor-critic) is flattened into one batch axis
-    for the convolutions and restored after. Each layer is a :class:`Conv2D`.
+    of ``N`` images and restored after. Each layer is a :class:`Conv2D`; the layers run as
+    :func:`convolutions`, ``slice_frames`` images at a time when ``N`` is larger
+    (:func:`in_slices`; 0: all at once): the float32 activations of a training minibatch's
+    frames then never exist for more than one slice, at the price of computing the
+    convolutions' forward pass a second time for the gradient.
     """
 
     channels: tuple[int, ...]
     kernels: tuple[int, ...]
     strides: tuple[int, ...]
     activation: Callable[[jax.Array], jax.Array] = nn.relu
+    slice_frames: int = 0  # the actor-critic passes network.cnn_slice_frames
 
     @nn.compact
     def __call__(self, images: jax.Array) -> jax.Array:
@@ -228,6 +289,11 @@ class CNNEncoder(nn.Module):
             )
         lead = images.shape[:-3]
         x = images.reshape((-1,) + images.shape[-3:])
-        for features, size, stride in zip(self.channels, self.kernels, self.strides, strict=True):
-            x = self.activation(Conv2D(features, size, stride)(x))
-        return x.reshape(lead + (-1,))
+        inputs = (x.shape[-1], *self.channels[:-1])
+        layers = [
+            Conv2D(*spec)
+            for spec in zip(self.channels, self.kernels, self.strides, inputs, strict=True)
+        ]
+        weights = [(layer.kernel, layer.bias) for layer in layers]
+        encode = partial(convolutions, weights, self.strides, self.activation)
+        return in_slices(encode, x, self.slice_frames).reshape(lead + (-1,))

@@ -78,6 +78,7 @@ def make_network(net: NetworkConfig, env: Environment) -> ActorCritic:
         cnn_channels=net.cnn_channels,
         cnn_kernels=net.cnn_kernels,
         cnn_strides=net.cnn_strides,
+        cnn_slice_frames=net.cnn_slice_frames,
     )
 
 

@@ -45,6 +45,8 @@ _ADDED_ENV_KEYS = {"obs_prev_action": True}
 # Network keys read only by one encoder: left out of the fingerprint unless that encoder is chosen
 # (they change nothing else, and checkpoints written before they existed still restore).
 _ENCODER_KEYS = {"cnn": CNN_KEYS}
+# Network keys that change how the network computes, not what (equal up to float rounding).
+_UNFINGERPRINTED_NETWORK_KEYS = ("cnn_slice_frames",)
 
 
 def config_fingerprint(cfg: RunConfig) -> dict[str, Any]:
@@ -55,7 +57,8 @@ def config_fingerprint(cfg: RunConfig) -> dict[str, Any]:
     form and the saved ``config.yaml`` agree), without ``env.check_actions`` (a checked run
     resumes or evaluates an unchecked one's checkpoint) and without keys added later while they
     hold the value older runs had (``_ADDED_ENV_KEYS``), nor the keys of an encoder the run does
-    not use (``_ENCODER_KEYS``). The hash is a short sha256 of the rest.
+    not use (``_ENCODER_KEYS``), nor those that change only how the network computes
+    (``_UNFINGERPRINTED_NETWORK_KEYS``). The hash is a short sha256 of the rest.
     """
     container: Mapping[str, Any] = cfg.to_dict()
     arch = container["arch"]
@@ -68,7 +71,7 @@ def config_fingerprint(cfg: RunConfig) -> dict[str, Any]:
     network = container["network"]
     unread = {
         k for encoder, keys in _ENCODER_KEYS.items() if network["encoder"] != encoder for k in keys
-    }
+    } | set(_UNFINGERPRINTED_NETWORK_KEYS)
     fingerprint = {
         "network": {k: v for k, v in network.items() if k not in unread},
         "env": env,
