@@ -291,7 +291,11 @@ def launch(args, cell: Cell) -> Launch:
     env = dict(os.environ)
     if args.jobs > 1:  # several JAX processes on one GPU: no process takes most of its memory
         env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, env=env)
+    # Its own session: a Ctrl-C (or a SIGINT sent to the runner alone) reaches the runner, which
+    # passes exactly one SIGINT on to each training process (stop_all); a second one would abort.
+    proc = subprocess.Popen(
+        cmd, cwd=ROOT, stdout=subprocess.DEVNULL, env=env, start_new_session=True
+    )
     return Launch(cell, book, start, proc)
 
 
@@ -335,11 +339,11 @@ def finish(run: Launch, code: int) -> None:
     print(f"[{run.cell.k}] {run.cell.name}: {outcome} in {wall:.0f} s; {where}", flush=True)
 
 
-def stop_all(running: list[Launch], sig: int | None) -> None:
-    """Send ``sig`` to every training process (``None``: they got Ctrl-C themselves), wait for
-    each clean stop and record it; a second Ctrl-C kills them."""
+def stop_all(running: list[Launch], sig: int) -> None:
+    """Send ``sig`` to every training process (each in its own session: nothing else sent it),
+    wait for each clean stop and record it; a second Ctrl-C kills them."""
     for run in running:
-        if sig is not None and run.proc.poll() is None:
+        if run.proc.poll() is None:
             run.proc.send_signal(sig)
     for run in running:
         while True:
@@ -469,7 +473,7 @@ def train(args, configs: dict) -> int:
             if running:
                 time.sleep(0.2)
     except KeyboardInterrupt:
-        stop_all(running, None)
+        stop_all(running, signal.SIGINT)
         print("interrupted: the same command resumes the cells and trains the rest", flush=True)
         return 130
     if failed:

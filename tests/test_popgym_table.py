@@ -185,9 +185,10 @@ def test_overrides_need_a_variant_and_seeds_are_consecutive(tmp_path):
 
 
 def test_ctrl_c_lets_the_cell_stop_cleanly_and_records_it(tmp_path):
-    """Ctrl-C reaches the runner and its training process together: the runner waits for the
-    training's own clean stop (checkpoint kept, exit 130), records the cell as interrupted,
-    trains no further cell, and the same command resumes it."""
+    """A SIGINT to the runner alone (a scheduler's stop; a terminal's Ctrl-C reaches the same
+    process group, the training processes run in their own sessions): the runner passes it on,
+    waits for the training's own clean stop (checkpoint kept, exit 130), records the cell as
+    interrupted, trains no further cell, and the same command resumes it."""
     import os
     import signal
     import time
@@ -209,7 +210,7 @@ def test_ctrl_c_lets_the_cell_stop_cleanly_and_records_it(tmp_path):
     while not any((cell / "checkpoints").glob("*")) and time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()[0]
         time.sleep(0.5)
-    os.killpg(proc.pid, signal.SIGINT)
+    os.killpg(proc.pid, signal.SIGINT)  # the trainings have their own sessions: the runner only
     stdout, _ = proc.communicate(timeout=600)
     assert proc.returncode == 130, stdout
     record = json.loads((cell / "cell.json").read_text())
