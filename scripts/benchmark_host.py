@@ -276,6 +276,20 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(error)
 
     specs = make_specs(args)
+    result = {
+        "hardware": hardware(),
+        "sb3": versions,
+        "command": " ".join(["python", "scripts/benchmark_host.py", *argv]),
+    }
+
+    def write(rows: list[dict], complete: bool) -> None:
+        """The results so far to ``--out`` (after every run: an interrupted run keeps them)."""
+        result.update(date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), complete=complete)
+        try:
+            Path(args.out).write_text(json.dumps({**result, "rows": rows}, indent=2))
+        except OSError as err:
+            fail(f"the results could not be written to {args.out}: {err}", 1)
+
     results: list[list[dict]] = [[] for _ in specs]
     for round_ in range(args.rounds):
         for i in round_order(specs, round_):
@@ -283,20 +297,12 @@ def main(argv: list[str] | None = None) -> int:
             r = results[i][-1]
             what = r.get("error") or f"{statistics.median(r['sps_all']):,.0f} steps/s"
             print(f"round {round_ + 1}: {r['framework']} {r['vector']} {r['num_envs']}: {what}")
+            sys.stdout.flush()
+            write([merge_rounds(runs) for runs in results if runs], complete=False)
     rows = [merge_rounds(r) for r in results]
-    result = {
-        "hardware": hardware(),
-        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "sb3": versions,
-        "command": " ".join(["python", "scripts/benchmark_host.py", *argv]),
-        "rows": rows,
-    }
-    table = markdown(rows)
-    print(f"\nHardware: {result['hardware']}; {result['date']}; sb3: {versions}\n\n{table}")
-    try:
-        Path(args.out).write_text(json.dumps(result, indent=2))
-    except OSError as err:
-        fail(f"the results (printed above) could not be written to {args.out}: {err}", 1)
+    write(rows, complete=True)
+    print(f"\nHardware: {result['hardware']}; {result['date']}; sb3: {versions}\n")
+    print(markdown(rows))
     failed = sum("error" in r for runs in results for r in runs)
     if failed:
         fail(f"{failed} of {len(specs) * args.rounds} runs failed (see the table)", 1, parser.prog)

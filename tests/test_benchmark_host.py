@@ -124,6 +124,7 @@ def test_results_table_and_json_from_fake_measurements(monkeypatch, capsys, tmp_
     ]
     result = json.loads(out.read_text())
     assert result["sb3"] == {"sb3_contrib": "9.9"} and result["hardware"] == "a test CPU"
+    assert result["complete"] is True
     assert result["command"].startswith("python scripts/benchmark_host.py --num-envs 8")
     stoix, sb3 = result["rows"]
     assert stoix["framework"] == "stoixlite" and len(stoix["sps_all"]) == 4  # rounds pooled
@@ -148,3 +149,22 @@ def test_a_failed_run_is_in_the_table_and_fails_the_command(monkeypatch, capsys,
     assert code == 1 and "1 of 2 runs failed" in err
     assert "error: boom" in stdout and "| - |" in stdout
     assert json.loads(out.read_text())["rows"][1]["error"] == "boom"
+
+
+def test_an_interrupted_run_keeps_the_runs_before_it(monkeypatch, capsys, tmp_path):
+    def launch(spec, sb3_python):
+        if spec["framework"] == "sb3":
+            raise KeyboardInterrupt
+        return fake_launch(spec, None)
+
+    fake_launch.calls = []
+    monkeypatch.setattr(host, "launch", launch)
+    monkeypatch.setattr(host, "sb3_versions", lambda python: ({}, None))
+    monkeypatch.setattr(host, "hardware", lambda: "a test CPU")
+    out = tmp_path / "r.json"
+    with pytest.raises(KeyboardInterrupt):
+        host.main(["--num-envs", "8", "--vectors", "sync", "--out", str(out)])
+    assert "round 1: stoixlite sync 8: 2,500 steps/s" in capsys.readouterr().out
+    result = json.loads(out.read_text())
+    assert result["complete"] is False
+    assert [r["framework"] for r in result["rows"]] == ["stoixlite"]
