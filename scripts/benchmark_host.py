@@ -162,6 +162,7 @@ def make_specs(args: argparse.Namespace) -> list[dict]:
             "updates": args.updates,
             "repeats": args.repeats,
             "width": args.width,
+            **({"torch_threads": args.sb3_threads} if f == "sb3" and args.sb3_threads else {}),
         }
         for v in args.vectors
         for n in args.num_envs
@@ -244,6 +245,12 @@ def parse_args(argv: list[str]) -> tuple[OneLineArgumentParser, argparse.Namespa
         default=None,
         help="the python of a venv with sb3-contrib (default: this one, with the sb3 extra)",
     )
+    parser.add_argument(
+        "--sb3-threads",
+        type=int,
+        default=0,
+        help="torch's compute threads in the sb3 runs (default 0: torch's own, one per core)",
+    )
     parser.add_argument("--no-sb3", action="store_true", help="time stoixlite alone")
     parser.add_argument("--out", default="benchmark_host.json")
     args = parser.parse_args(argv)
@@ -255,6 +262,8 @@ def parse_args(argv: list[str]) -> tuple[OneLineArgumentParser, argparse.Namespa
     for n in args.num_envs:
         if n < 1 or n % args.minibatches:
             parser.error(f"--num-envs {n} must be a positive multiple of --minibatches")
+    if args.sb3_threads < 0:
+        parser.error("--sb3-threads must be at least 0 (0: torch's own)")
     if args.no_sb3 and args.sb3_python:
         parser.error("--no-sb3 and --sb3-python: choose one")
     if error := output_file_error(args.out):

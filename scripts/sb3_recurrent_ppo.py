@@ -42,6 +42,8 @@ def run(spec: dict) -> dict:
     env_util = importlib.import_module("stable_baselines3.common.env_util")
     torch = importlib.import_module("torch")
 
+    if spec.get("torch_threads"):  # else torch's own choice (one per core)
+        torch.set_num_threads(spec["torch_threads"])
     n, steps = spec["num_envs"], spec["rollout_length"]
     tic = time.perf_counter()
     envs = env_util.make_vec_env(

@@ -31,6 +31,7 @@ def run_main(argv: list[str], capsys) -> tuple[int | None, str, str]:
         (["--num-envs", "6"], "--num-envs 6 must be a positive multiple of --minibatches"),
         (["--rounds", "0"], "--rounds must be at least 1"),
         (["--width", "0"], "--width must be at least 1"),
+        (["--sb3-threads", "-1"], "--sb3-threads must be at least 0"),
         (["--vectors", "threads"], "invalid choice: 'threads'"),
         (["--no-sb3", "--sb3-python", "python"], "--no-sb3 and --sb3-python: choose one"),
         (["--sb3-python", "/nonexistent/python"], "--sb3-python /nonexistent/python:"),
@@ -89,6 +90,9 @@ def test_the_sb3_command_runs_the_worker_in_the_named_python():
     assert command[:2] == ["/venv/bin/python", str(SCRIPTS / "sb3_recurrent_ppo.py")]
     assert json.loads(command[2]) == spec
     assert host.sb3_command("/venv/bin/python", None)[2] == "--versions"
+    assert "torch_threads" not in spec
+    one = specs("--num-envs", "8", "--sb3-threads", "1")
+    assert one[1]["torch_threads"] == 1 and "torch_threads" not in one[0]  # sb3's runs only
     stoix = host.worker_command(specs("--num-envs", "8")[0], "/venv/bin/python")
     assert stoix[0] == sys.executable and stoix[2] == "--worker"
     # the worker itself refuses a wrong call without importing sb3
