@@ -377,7 +377,19 @@ def run_original_row(spec: dict) -> tuple[int, float, list[float], float, dict |
 def run_stoixlite_row(spec: dict) -> tuple[int, float, list[float], float, int, dict | None]:
     """Worker for a stoixlite row: ``(steps per chunk, compile s, times, final return,
     devices, program memory)``."""
-    import numpy as np
+    exp = build_stoixlite_run(spec)
+    state, _ = exp.init()  # laid out on the run's devices
+    tic = time.perf_counter()
+    learn_chunk = exp.learn.lower(state).compile()
+    compile_s = time.perf_counter() - tic
+    times, _, metrics = _time_chunks(learn_chunk, state, spec["repeats"])
+    final = final_train_return(metrics) if times else float("nan")
+    memory = program_memory(learn_chunk)
+    return exp.steps_per_chunk, compile_s, times, final, exp.placement.num_devices, memory
+
+
+def build_stoixlite_run(spec: dict):
+    """The :class:`stoixlite.run.build.Run` of a stoixlite row (:func:`stoixlite_overrides`)."""
     from hydra import compose, initialize_config_dir
 
     from stoixlite.cli.configs import CONFIG_DIR
@@ -386,19 +398,17 @@ def run_stoixlite_row(spec: dict) -> tuple[int, float, list[float], float, int, 
 
     with initialize_config_dir(str(CONFIG_DIR), version_base=None):
         cfg = compose("config", overrides=stoixlite_overrides(spec))
-    exp = build_run(parse(cfg))
-    state, _ = exp.init()  # laid out on the run's devices
-    tic = time.perf_counter()
-    learn_chunk = exp.learn.lower(state).compile()
-    compile_s = time.perf_counter() - tic
-    times, _, metrics = _time_chunks(learn_chunk, state, spec["repeats"])
-    final = float("nan")
-    if times:
-        count = np.asarray(metrics["train/episodes"], np.float64)
-        returns = np.asarray(metrics["train/episode_return"], np.float64)
-        final = float((returns * count).sum() / count.sum()) if count.sum() else final
-    memory = program_memory(learn_chunk)
-    return exp.steps_per_chunk, compile_s, times, final, exp.placement.num_devices, memory
+    return build_run(parse(cfg))
+
+
+def final_train_return(metrics: dict) -> float:
+    """The mean return of the training episodes that ended in a chunk's ``metrics`` (NaN where
+    none did)."""
+    import numpy as np
+
+    count = np.asarray(metrics["train/episodes"], np.float64)
+    returns = np.asarray(metrics["train/episode_return"], np.float64)
+    return float((returns * count).sum() / count.sum()) if count.sum() else float("nan")
 
 
 def stoixlite_overrides(spec: dict) -> list[str]:
