@@ -15,23 +15,19 @@
   fingerprint unless the cnn encoder is chosen (``cnn_slice_frames`` always); settings that do
   not fit are one line each (more rows in test_config_validation.py and test_bad_inputs.py).
 * End to end: ``python -m stoixlite.rec_ppo env=pixel/colour_cue network=gru
-  network.encoder=cnn`` trains a few thousand steps, resumes from its checkpoint, and
-  ``python -m stoixlite.evaluate`` plays the saved policy.
+  network.encoder=cnn`` trains two chunks, resumes from its checkpoint, and
+  ``python -m stoixlite.evaluate`` plays the saved policy (the entry points in this process).
 """
 
 from __future__ import annotations
 
 import math
-import os
-import subprocess
-import sys
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import TINY, compose_config, run_config
+from conftest import TINY, compose_config, run_cli, run_config
 
 from stoixlite.config.parse import parse
 from stoixlite.config.strict import ConfigError
@@ -217,6 +213,11 @@ def pixel_learn_temp(envs: int, slice_frames: int) -> tuple[int, int]:
     return temp, length * envs * side * side * 3
 
 
+# Under `pytest -m slow`: it compiles two learn programs of 48 x 48 pixel runs (23 s of CPU) to
+# measure their memory; the default run keeps test_encoder_slices_cut_the_learn_programs_memory
+# (the memory regression guard) and checks the uint8 buffers
+# (test_ppo_update_with_cnn_on_pixels_keeps_uint8_in_the_buffers).
+@pytest.mark.slow
 def test_learn_program_memory_per_frame_is_a_few_uint8_frames():
     """The compiled learn chunk of a pixel run needs a few bytes of temporary memory per byte of
     the rollout's uint8 frames, not a float32 copy of all of them (4 bytes per byte, on top).
@@ -379,39 +380,34 @@ def test_obs_augment_wrapper_refuses_images():
         ObsAugmentWrapper(make("pixel/colour_cue"))
 
 
-def test_cli_trains_gru_cnn_on_pixels_resumes_and_evaluates(tmp_path):
-    """The command of docs/envs.md, tiny: a few thousand steps, a resume that continues, and the
-    CLI evaluator on the saved checkpoint."""
+def test_cli_trains_gru_cnn_on_pixels_resumes_and_evaluates(tmp_path, capsys, monkeypatch):
+    """The command of docs/envs.md, tiny: two chunks, a resume that continues, and the
+    evaluator on the saved checkpoint; the CLI entry points run in this process (``run_cli``,
+    ``stoixlite.evaluate.main``; tests/test_cli.py runs the command in a fresh process)."""
+    from stoixlite.evaluate import main as evaluate
+
     run_dir = tmp_path / "run"
     small = [o for o in TINY if not o.startswith("arch.total_timesteps")]
-    command = [sys.executable, "-m", "stoixlite.rec_ppo", *PIXEL, "network=gru"]
+    command = [*PIXEL, "network=gru"]
     tiny = ["network.encoder=cnn", *small, "network.cnn_channels=[4,8]", "logger.plot=false"]
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}  # this checkout
-    first = command + tiny + ["arch.total_timesteps=2048", f"hydra.run.dir={run_dir}"]
-    proc = subprocess.run(first, cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    first = command + tiny + ["arch.total_timesteps=256", f"hydra.run.dir={run_dir}"]
+    code, out, err = run_cli(first, capsys, monkeypatch)
+    assert code == 0, err[-2000:]
     records = read_jsonl(run_dir / "metrics.jsonl")
-    assert [r["step"] for r in records] == [1024, 2048]
+    assert [r["step"] for r in records] == [128, 256]
     for r in records:
         assert r["loss/first_ratio_max_dev"] < 1e-5
         assert math.isfinite(r["loss/total"]) and r["train/episode_length"] == 6.0
         assert 0.0 <= r["eval/episode_return"] <= 1.0
-    resume = [sys.executable, "-m", "stoixlite.rec_ppo", f"resume={run_dir}"]
-    proc = subprocess.run(
-        resume + ["arch.total_timesteps=3072", "arch.num_evaluations=3"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl")] == [1024, 2048, 3072]
-    evaluate = [sys.executable, "-m", "stoixlite.evaluate", str(run_dir), "--episodes", "4"]
-    proc = subprocess.run(evaluate, cwd=tmp_path, env=env, capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "checkpoint 3, 4 episodes, greedy" in proc.stdout, proc.stdout  # after chunk 3
-    mean = float(proc.stdout.strip().splitlines()[-1].split("|")[2].split("±")[0])
-    assert 0.0 <= mean <= 1.0, proc.stdout
+    resume = [f"resume={run_dir}", "arch.total_timesteps=384", "arch.num_evaluations=3"]
+    code, out, err = run_cli(resume, capsys, monkeypatch)
+    assert code == 0, err[-2000:]
+    assert [r["step"] for r in read_jsonl(run_dir / "metrics.jsonl")] == [128, 256, 384]
+    assert evaluate([str(run_dir), "--episodes", "4"]) == 0
+    out = capsys.readouterr().out
+    assert "checkpoint 3, 4 episodes, greedy" in out, out  # after chunk 3
+    mean = float(out.strip().splitlines()[-1].split("|")[2].split("±")[0])
+    assert 0.0 <= mean <= 1.0, out
 
 
 def test_ppo_update_with_cnn_on_pixels_keeps_uint8_in_the_buffers():

@@ -94,10 +94,13 @@ def _interrupt_at(tmp_path: Path, sign: str, after_s: float = 0.0) -> None:
     _check_stopped(proc, run_dir, f"{after_s} s after {sign}")
 
 
+# One moment for each line a Ctrl-C can end with runs by default; the other two (a fresh process
+# each, importing JAX) under `pytest -m slow`, which also runs every quarter second
+# (test_ctrl_c_stops_the_run_at_every_moment).
 MOMENTS = [
-    ("hydra", 0.0),  # the entry point's imports
+    pytest.param("hydra", 0.0, marks=pytest.mark.slow),  # the entry point's imports
     ("hydra", 1.0),  # JAX's and the envs' imports, the config composed
-    (".hydra", 0.0),  # the config parsed and checked
+    pytest.param(".hydra", 0.0, marks=pytest.mark.slow),  # the config parsed and checked
     ("config.yaml", 0.0),  # right after the run is planned: it compiles
     ("metrics.jsonl", 0.0),  # the first chunk logged, its checkpoint written
 ]

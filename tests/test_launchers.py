@@ -28,7 +28,16 @@ LAUNCHERS = {
 }
 
 
-@pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
+# submitit_local (the SLURM launcher's code path) by default; joblib under `pytest -m slow`: a
+# multirun of 2 jobs, each a fresh process that imports JAX and compiles (the launcher is all
+# that differs).
+@pytest.mark.parametrize(
+    "launcher",
+    [
+        n if n == "submitit_local" else pytest.param(n, marks=pytest.mark.slow)
+        for n in sorted(LAUNCHERS)
+    ],
+)
 def test_launcher_runs_two_jobs(tmp_path, launcher):
     plugin, cls, parallel = LAUNCHERS[launcher]
     pytest.importorskip(f"hydra_plugins.{plugin}")

@@ -652,14 +652,24 @@ def _random_carry(carry, key):
     return jax.tree_util.tree_unflatten(treedef, out)
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+# Cases under `pytest -m slow` (5-15 s of CPU each, the eager reference's gradient): the
+# associative scans of the memoroids, whose outputs, final carry and gradients equal their
+# sequential scans' in the default run (tests/test_memoroid_scan.py), which are compared with
+# the reference here.
+SLOW_CASES = frozenset({"mlstm-associative", "s4d-associative", "linear_attention-associative"})
+
+
+@pytest.mark.parametrize(
+    "case",
+    [pytest.param(c, marks=pytest.mark.slow) if c in SLOW_CASES else c for c in sorted(CASES)],
+)
 def test_matches_sequential_reference(case):
     """Outputs, final carry and parameter gradients equal the per-step reference."""
     name, kwargs, reference = CASES[case]
     model = build_memory(name, hidden_size=H, **kwargs)
     x, start, w = _inputs(2)
     carry = _random_carry(model.initialize_carry(B), jax.random.key(3))
-    params = model.init(jax.random.key(1), carry, (x, start))
+    params = jax.jit(model.init)(jax.random.key(1), carry, (x, start))  # one program
 
     def loss_model(params):
         c, y = model.apply(params, carry, (x, start))

@@ -129,6 +129,12 @@ def final_state(run_dir: Path) -> dict[str, np.ndarray]:
     return {name: np.asarray(value) for name, value in pack_state(tree)[0].items()}
 
 
+# Under `pytest -m slow`: five training runs on 1, 2 and 4 devices and a run of 2 processes, each
+# in a fresh process (Python, JAX, compiles). The default run keeps N devices == 1 device
+# (test_memoroid_with_seeds_on_2_and_4_devices_equals_1_device, with seeds;
+# test_cnn_on_pixels_on_2_devices_equals_1_device) and 2 processes meeting and refusing
+# different counts (test_processes_configured_with_different_counts_are_refused).
+@pytest.mark.slow
 def test_gru_on_1_2_4_devices_and_2_processes_resume_and_reshard(tmp_path):
     """One test (one subprocess) for every run of the gru config, so xdist runs them once."""
     run_worker("loop", tmp_path)

@@ -26,7 +26,23 @@ def test_every_popgym_module_has_a_config():
         assert (CONFIG_DIR / "env" / f"{name}.yaml").exists(), name
 
 
-@pytest.mark.parametrize("env", POPGYM_ENVS)
+# Three ports train and play their reference by default: discrete actions on a flat observation
+# (repeat_previous), a Box action (position_only_pendulum) and a board game (minesweeper).
+# The other 13 run under `pytest -m slow` (each compiles its own learner: 12-30 s of CPU); in the
+# default run each port is replayed step for step against popgym (tests/test_popgym_<env>.py),
+# its reference class and encoding are checked (tests/test_reference_player.py), and its
+# environment contract (tests/test_env_contract.py).
+DEFAULT_RUN_ENVS = (
+    "popgym/repeat_previous",
+    "popgym/position_only_pendulum",
+    "popgym/minesweeper",
+)
+
+
+@pytest.mark.parametrize(
+    "env",
+    [e if e in DEFAULT_RUN_ENVS else pytest.param(e, marks=pytest.mark.slow) for e in POPGYM_ENVS],
+)
 def test_popgym_env_trains(tmp_path, env):
     cfg = compose_config([f"env={env}", "network=gru", *TINY, "logger.plot=false"])
     train(cfg, tmp_path)

@@ -43,18 +43,20 @@ def replay_deviations(exp, key, cases=((0, 0), (4, 0)), zero_carries: bool = Fal
     loss metrics per case (max |ratio - 1|, max |value - rollout value|) and the trajectory.
     ``zero_carries`` zeroes the carries the chunks start from: all stored carries without a
     burn-in; with one, only the chunks' stored carries (``init_carry``), which the burn-in
-    replaces for every chunk but the first.
+    replaces for every chunk but the first. A case ``(bptt_length, burn_in, zero)`` sets it for
+    that case alone (several controls in one compiled call).
     """
 
     def run(key):
         state, traj, adv, target, before = replay_inputs(exp, key, warmup=5)
         metrics = []
-        for bptt, burn_in in cases:
+        for bptt, burn_in, *zero in cases:
+            zero = zero[0] if zero else zero_carries
             stored = before
-            if zero_carries and not burn_in:
+            if zero and not burn_in:
                 stored = jax.tree.map(jnp.zeros_like, before)
             batch = make_sequences(traj, adv, target, stored, bptt, burn_in)
-            if zero_carries and burn_in:
+            if zero and burn_in:
                 batch = batch.replace(init_carry=jax.tree.map(jnp.zeros_like, batch.init_carry))
             metrics.append(ppo_loss(state.params, exp.network.apply, batch, exp.ppo)[1])
         return metrics, traj
@@ -66,7 +68,20 @@ def replay_deviations(exp, key, cases=((0, 0), (4, 0)), zero_carries: bool = Fal
 CASES = ((0, 0), (4, 0), (4, 3))
 
 
-@pytest.mark.parametrize("model", available_memories())
+# The default run replays one model of each kind of carry: a recurrent state (gru), a
+# memoroid's (memoroid), a window of inputs (framestack) and an attention cache (transformer).
+# The other models run under `pytest -m slow` (each compiles its own learner: 5-13 s of CPU);
+# their carries' chunking, resets and batch independence, on which the replay rests, are checked
+# for every model in the default run (tests/test_memory_properties.py,
+# tests/test_memory_references.py).
+DEFAULT_RUN_MODELS = ("gru", "memoroid", "framestack", "transformer")
+
+
+def _models(names, default=DEFAULT_RUN_MODELS) -> list:
+    return [n if n in default else pytest.param(n, marks=pytest.mark.slow) for n in names]
+
+
+@pytest.mark.parametrize("model", _models(available_memories()))
 def test_first_minibatch_replays_rollout(model):
     """For every case, including burn-in, the trained steps replay the rollout exactly."""
     exp = build_run(run_config(OVERRIDES + [f"network={model}"]))
@@ -88,7 +103,9 @@ PIXEL_OVERRIDES = [
 ]
 
 
-@pytest.mark.parametrize("model", ["gru", "memoroid", "framestack"])
+# gru by default; memoroid and framestack on pixels under `pytest -m slow` (the cnn encoder
+# runs before the memory: the uint8 buffers and the encoder are the same for every model).
+@pytest.mark.parametrize("model", _models(["gru", "memoroid", "framestack"], default=("gru",)))
 def test_first_minibatch_replays_rollout_with_cnn_on_pixels(model):
     exp = build_run(run_config(PIXEL_OVERRIDES + [f"network={model}"]))
     all_metrics, traj = replay_deviations(exp, jax.random.PRNGKey(0), CASES)
@@ -99,10 +116,18 @@ def test_first_minibatch_replays_rollout_with_cnn_on_pixels(model):
         assert float(metrics["loss/value_max_dev"]) < 1e-5, (model, case)
 
 
-def test_zeroed_chunk_carries_break_the_identity():
+def test_zeroed_chunk_carries_break_the_identity_and_burn_in_replaces_them():
+    """A negative control: zeroed stored carries break the identity without burn-in. With
+    burn-in only chunk 0 uses its stored carry, so zeroing the others' changes nothing (the
+    burn-in recomputes them). All three cases in one compiled call."""
     exp = build_run(run_config(OVERRIDES))
-    (metrics,), _ = replay_deviations(exp, jax.random.PRNGKey(0), ((4, 0),), zero_carries=True)
-    assert float(metrics["loss/value_max_dev"]) > 1e-4
+    key = jax.random.PRNGKey(0)
+    cases = ((4, 0, True), (4, 4, True), (4, 4, False))
+    (plain, burned, ok), _ = replay_deviations(exp, key, cases)
+    assert float(plain["loss/value_max_dev"]) > 1e-4
+    assert float(burned["loss/value_max_dev"]) > 1e-4  # chunk 0 has no burn-in: still broken
+    # Sequences 0..N-1 are chunk 0; drop them and the rest replay exactly from the burn-in.
+    assert float(ok["loss/value_max_dev"]) < 1e-5
 
 
 def test_update_reports_identity_on_first_minibatch():
@@ -117,19 +142,6 @@ def test_update_reports_identity_on_first_minibatch():
     assert float(metrics["loss/first_ratio_max_dev"]) < 1e-5
     assert float(metrics["loss/first_value_max_dev"]) < 1e-5
     assert float(metrics["loss/ratio_max_dev"]) > 1e-6  # later minibatches do move the policy
-
-
-def test_burn_in_replaces_the_stored_carries():
-    """Zeroed stored carries break the identity without burn-in; with burn-in only chunk 0 uses
-    its stored carry, so zeroing the others' changes nothing (the burn-in recomputes them)."""
-    exp = build_run(run_config(OVERRIDES))
-    key = jax.random.PRNGKey(0)
-    (plain, burned), _ = replay_deviations(exp, key, ((4, 0), (4, 4)), zero_carries=True)
-    assert float(plain["loss/value_max_dev"]) > 1e-4
-    assert float(burned["loss/value_max_dev"]) > 1e-4  # chunk 0 has no burn-in: still broken
-    # Sequences 0..N-1 are chunk 0; drop them and the rest replay exactly from the burn-in.
-    (ok,), _ = replay_deviations(exp, key, ((4, 4),))
-    assert float(ok["loss/value_max_dev"]) < 1e-5
 
 
 def test_burn_in_sequences_hold_the_preceding_steps():
@@ -169,20 +181,26 @@ def test_burn_in_zero_is_todays_update():
 
 
 @pytest.mark.parametrize(
-    ("model", "keep"),
+    ("model", "keeps"),
     [
-        ("gru", (0, 3, 4, 8, 12)),
-        ("transformer", (0, 3, 4, 8, 12)),
-        ("transformer", (0,)),  # whole-rollout sequences: no buffer in the loop
-        ("transformer", (3, 8)),  # step 0 not kept
+        ("gru", [(0, 3, 4, 8, 12)]),
+        (
+            "transformer",
+            [
+                (0, 3, 4, 8, 12),
+                (0,),  # whole-rollout sequences: no buffer in the loop
+                (3, 8),  # step 0 not kept
+            ],
+        ),
     ],
 )
-def test_rollout_keeping_equals_rollout(model, keep):
+def test_rollout_keeping_equals_rollout(model, keeps):
     """``rollout_keeping`` (the rollout of ``system.rollout_carries=sequence_starts``) records the
     same trajectory as ``rollout``, keeps exactly the carries before the listed steps, and its
     next values equal the batched ``bootstrap_values`` at every step whose value GAE uses (all
     but the terminations, where it is multiplied by ``discount = 0``; episodes of 6 steps end
-    inside the rollout; more in tests/test_next_values.py)."""
+    inside the rollout; more in tests/test_next_values.py). Every list of kept steps of a model
+    in one compiled call (the reference rollout is the same for all)."""
     from stoixlite.ppo.rollout import bootstrap_values, rollout, rollout_keeping
 
     exp = build_run(run_config(OVERRIDES + [f"network={model}"]))
@@ -199,28 +217,33 @@ def test_rollout_keeping_equals_rollout(model, keep):
         before = jax.tree.map(
             lambda c0, c: jnp.concatenate([c0[None], c[:-1]], 0), state.carry, after
         )
-        s2, traj2, kept, boot2 = rollout_keeping(
-            exp.network.apply, exp.env, state, exp.ppo.rollout_length, keep
-        )
-        return (traj1, traj2), (before, kept), (boot1, boot2), (s1.carry, s2.carry)
+        kept_runs = [
+            rollout_keeping(exp.network.apply, exp.env, state, exp.ppo.rollout_length, keep)
+            for keep in keeps
+        ]
+        return traj1, before, boot1, s1.carry, kept_runs
 
-    (traj1, traj2), (before, kept), (boot1, boot2), (c1, c2) = both(jax.random.PRNGKey(3))
+    traj1, before, boot1, c1, kept_runs = both(jax.random.PRNGKey(3))
     assert bool(np.asarray(traj1.last).any())
     traj1 = traj1.replace(next_obs=None)  # rollout_keeping records none
-    for x, y in zip(jax.tree.leaves(traj1), jax.tree.leaves(traj2), strict=True):
-        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
-    for b, k in zip(jax.tree.leaves(before), jax.tree.leaves(kept), strict=True):
-        np.testing.assert_array_equal(np.asarray(b)[list(keep)], np.asarray(k))
-    for x, y in zip(jax.tree.leaves(c1), jax.tree.leaves(c2), strict=True):
-        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
     used = ~np.asarray(traj1.last & (traj1.discount == 0))
     assert not used.all()
-    np.testing.assert_allclose(
-        np.asarray(boot2)[used], np.asarray(boot1)[used], rtol=1e-5, atol=1e-6
-    )
+    for keep, (s2, traj2, kept, boot2) in zip(keeps, kept_runs, strict=True):
+        for x, y in zip(jax.tree.leaves(traj1), jax.tree.leaves(traj2), strict=True):
+            np.testing.assert_array_equal(np.asarray(x), np.asarray(y), err_msg=str(keep))
+        for b, k in zip(jax.tree.leaves(before), jax.tree.leaves(kept), strict=True):
+            np.testing.assert_array_equal(np.asarray(b)[list(keep)], np.asarray(k))
+        for x, y in zip(jax.tree.leaves(c1), jax.tree.leaves(s2.carry), strict=True):
+            np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+        np.testing.assert_allclose(
+            np.asarray(boot2)[used], np.asarray(boot1)[used], rtol=1e-5, atol=1e-6
+        )
 
 
-@pytest.mark.parametrize("model", ["gru", "transformer"])
+# transformer (whose carries `auto` keeps only at the sequence starts) by default; gru (for which
+# `auto` keeps every step) under `pytest -m slow`: two more learner compiles (14 s of CPU), and
+# its rollout_keeping is checked against rollout by default (test_rollout_keeping_equals_rollout).
+@pytest.mark.parametrize("model", _models(["gru", "transformer"], default=("transformer",)))
 def test_update_is_the_same_with_either_rollout_carries(model):
     """One update with BPTT chunks and burn-in gives the same parameters and metrics whether the
     rollout stores every step's carry or only the sequence starts (up to float rounding of the
