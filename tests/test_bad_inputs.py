@@ -326,7 +326,8 @@ def test_bad_input_is_one_line(dirs, capsys, monkeypatch, args, expected, status
     argv = list(args)
     for name, path in dirs.items():
         argv = [a.replace(f"{{{name}}}", str(path)) for a in argv]
-    argv.append(f"hydra.run.dir={dirs['scratch']}")
+    if not any(arg.startswith("resume=") for arg in argv):  # a resumed run uses its own
+        argv.append(f"hydra.run.dir={dirs['scratch']}")
     code, out, err = run_cli(argv, capsys, monkeypatch)
     lines = [line for line in err.splitlines() if line.strip()]
     for name, path in dirs.items():
@@ -365,7 +366,7 @@ def test_ctrl_c_while_compiling_a_new_run_is_one_line(dirs, capsys, monkeypatch)
 def test_ctrl_c_while_compiling_a_resume_prints_the_resume_command(dirs, capsys, monkeypatch):
     before = _digest(dirs["run"])
     _interrupt_while_building(monkeypatch)
-    argv = [f"resume={dirs['run']}", f"hydra.run.dir={dirs['scratch']}"]
+    argv = [f"resume={dirs['run']}"]
     code, out, err = run_cli(argv, capsys, monkeypatch)
     assert code == INTERRUPTED
     assert err.strip() == (
@@ -444,7 +445,7 @@ def test_full_disk_is_one_line_and_keeps_the_checkpoints(dirs, capsys, monkeypat
         raise OSError(28, "No space left on device", str(self.path))
 
     monkeypatch.setattr(JsonlWriter, "log", full)
-    argv = [f"resume={run_dir}", f"hydra.run.dir={dirs['scratch']}"]
+    argv = [f"resume={run_dir}"]
     code, out, err = run_cli(argv, capsys, monkeypatch)
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == FAILED and lines == [
