@@ -20,7 +20,7 @@ it writes nothing.
 
 from __future__ import annotations
 
-from stoixlite.run.signals import ctrl_c_raises, hold_ctrl_c
+from stoixlite.run.signals import ctrl_c_raises, hold_ctrl_c, raise_if_ctrl_c
 
 if __name__ == "__main__":  # before anything slow is imported: Ctrl-C is held from the start
     hold_ctrl_c()
@@ -229,6 +229,9 @@ def main(argv: list[str] | None = None) -> int:
                 args.checkpoint,
                 args.seed,
             )
+            # a Ctrl-C whose KeyboardInterrupt Python dropped (raised in a garbage collector
+            # callback, e.g. JAX's) is still pending: it stops here, before any result
+            raise_if_ctrl_c()
     except KeyboardInterrupt:
         hold_ctrl_c()  # a second Ctrl-C while this ends is recorded only
         print("interrupted: the evaluation stopped, nothing was written", file=sys.stderr)

@@ -207,3 +207,42 @@ def test_ctrl_c_stops_an_evaluation(finished_run, tmp_path, after_s):
     assert lines == ["interrupted: the evaluation stopped, nothing was written"], (after_s, err)
     assert "Traceback" not in out + err and "Exception ignored" not in err, (after_s, err)
     assert sorted(str(p) for p in finished_run.rglob("*")) == before
+
+
+_EVALUATE_CTRL_C_IN_A_GC_CALLBACK = """
+import gc, os, runpy, signal, sys, time
+from stoixlite.run import resume
+
+load_run = resume.load_run
+
+def interrupt_in_callback(phase, info):
+    gc.callbacks.remove(interrupt_in_callback)
+    os.kill(os.getpid(), signal.SIGINT)
+    time.sleep(0.05)  # the handler runs here, inside the callback
+
+def load_after_a_dropped_ctrl_c(*args, **kwargs):
+    gc.callbacks.append(interrupt_in_callback)
+    gc.collect()
+    if interrupt_in_callback in gc.callbacks:
+        raise AssertionError("the callback did not run")
+    return load_run(*args, **kwargs)
+
+resume.load_run = load_after_a_dropped_ctrl_c
+sys.argv = ["evaluate", *sys.argv[1:]]
+runpy.run_module("stoixlite.evaluate", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_a_ctrl_c_python_dropped_still_stops_an_evaluation(finished_run, tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-c", _EVALUATE_CTRL_C_IN_A_GC_CALLBACK, str(finished_run)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 130, (proc.returncode, proc.stdout, proc.stderr)
+    assert lines == ["interrupted: the evaluation stopped, nothing was written"], proc.stderr
+    assert "seed" not in proc.stdout  # no result printed
