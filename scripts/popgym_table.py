@@ -545,6 +545,13 @@ def main(argv: list[str] | None = None) -> int:
         help="episodes of the random policy per cell missing from random.json, computed once "
         "(0: leave the missing ones out)",
     )
+    rp.add_argument(
+        "--no-settings-check",
+        dest="check_settings",
+        action="store_false",
+        help="leave the records' settings_changed marks as they are (by default each record's "
+        "config is compared with its cell's shipped config today)",
+    )
     args = parser.parse_args(argv)
     args.overrides = overrides
     if args.command == "train":
@@ -553,7 +560,35 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--random-episodes {args.random_episodes}: must be 0 or more")
     from stoixlite.results.popgym_report import write_report
 
+    if args.check_settings and args.records.is_dir():
+        mark_changed_settings(args.records)
     return write_report(args)
+
+
+def mark_changed_settings(root: Path) -> None:
+    """Set each record's ``settings_changed`` to the keys whose value in its config differs from
+    the cell's shipped config today (:func:`~stoixlite.results.popgym_records.changed_settings`;
+    removed when none does), so that the page marks the results of earlier settings. Records
+    that cannot be read are left to the report, which names them."""
+    for path in sorted(root.glob("*/*/*.json")):
+        try:
+            record = read_record(path)
+        except RecordError:
+            continue
+        overrides = [
+            f"env=popgym/{record['env']}",
+            f"env.difficulty={record['difficulty']}",
+            f"network={record['model']}",
+            *record.get("overrides", []),
+        ]
+        cfg, _ = checked_run_config(overrides)
+        changed = changed_settings(record, cfg) if cfg is not None else ["config"]
+        if changed != record.get("settings_changed", []):
+            if changed:
+                record["settings_changed"] = changed
+            else:
+                record.pop("settings_changed")
+            write_record(path, record)
 
 
 def train_checked(parser, args) -> int:

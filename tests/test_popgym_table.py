@@ -14,7 +14,8 @@ import sys
 
 import numpy as np
 import pytest
-from conftest import SCRIPTS, TINY
+from conftest import SCRIPTS, TINY, compose_config
+from omegaconf import OmegaConf
 
 from stoixlite.results.popgym_records import read_record, read_records
 from stoixlite.results.popgym_report import (
@@ -115,6 +116,18 @@ def test_cells_train_skip_resume_and_report(tmp_path):
     assert ("unfinished" in row) == (mmer < 1.0 - 0.02) and "below" not in row, row
     assert "of 1.31e+05 (interrupted)" in doc.read_text()
     assert fig.exists()
+    # its config is not the shipped one (tiny sizes): `report` marks it; the variants, trained
+    # with their own overrides, are current
+    marked = read_record(shipped)["settings_changed"]
+    assert {"arch.total_timesteps", "network.memory.hidden_size", "system.epochs"} <= set(marked)
+    assert f"≥ {mmer:.3f} ± " in row and "(at 0.1M) †" in row, row
+    assert "settings_changed" not in read_record(records / "repeat_previous/easy/gru+tiny.json")
+    # trained with today's shipped config: the mark goes
+    today = compose_config(["env=popgym/repeat_previous", "env.difficulty=easy", "network=gru"])
+    shipped.write_text(json.dumps(record | {"config": OmegaConf.to_container(today)}))
+    assert table(*report).returncode == 0
+    assert "settings_changed" not in read_record(shipped)
+    assert "(at 0.1M) †" not in doc.read_text() and "(at 0.1M)" in doc.read_text()
 
 
 def test_interrupted_cells_resume_and_restart(tmp_path):

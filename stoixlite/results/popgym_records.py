@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import math
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -160,6 +161,16 @@ def record_settings(record: dict) -> Any:
         return None
 
 
+def _flat(values: Any, prefix: str) -> dict[str, Any]:
+    """``{"network.memory.hidden_size": 8, ...}``: nested mappings as dotted keys."""
+    if not isinstance(values, Mapping):
+        return {prefix: values}
+    flat: dict[str, Any] = {}
+    for key, value in values.items():
+        flat |= _flat(value, f"{prefix}.{key}")
+    return flat
+
+
 def changed_settings(record: dict, cfg: Any) -> list[str]:
     """The keys (``system.lr``, ...) whose value in the record's config differs from ``cfg``
     (a :class:`~stoixlite.config.schema.RunConfig`, e.g. today's shipped config of the cell):
@@ -172,10 +183,9 @@ def changed_settings(record: dict, cfg: Any) -> list[str]:
         return ["config"]
     changed = []
     for section in SETTINGS_SECTIONS:
-        before, now = asdict(getattr(old, section)), asdict(getattr(cfg, section))
-        changed += [
-            f"{section}.{key}" for key in sorted({*before, *now}) if before.get(key) != now.get(key)
-        ]
+        before = _flat(asdict(getattr(old, section)), section)
+        now = _flat(asdict(getattr(cfg, section)), section)
+        changed += [key for key in sorted({*before, *now}) if before.get(key) != now.get(key)]
     changed += [
         f"arch.{key}"
         for key in SETTINGS_ARCH_KEYS

@@ -31,6 +31,8 @@ NAMED_TARGETS = (
     ("multiarmed_bandit", "easy", 0.62),
 )
 KEY = "mmer_paper"
+# Marks a result trained with settings that have changed since (the record's settings_changed).
+CHANGED = "†"
 
 
 @dataclass
@@ -72,6 +74,12 @@ class ModelCell:
         where = "GPU" if "GPU:" in str(last.get("machine", "")) else "CPU"
         jobs = int(last.get("jobs") or 1)
         return f"{where}, {jobs} cells at once" if jobs > 1 else where
+
+    @property
+    def changed(self) -> list[str]:
+        """The settings keys whose shipped value changed since it trained (``report`` sets
+        ``settings_changed``; empty when the record is current)."""
+        return list(self.record.get("settings_changed") or [])
 
     def summary(self, key: str) -> SeedSummary:
         return summarize_seeds(_nan(s.get(key)) for s in self.record["per_seed"])
@@ -115,7 +123,8 @@ def _mmer(cell: ModelCell | None) -> str:
     if not cell.scored:
         return cell.status
     text = cell.summary(KEY).fmt()
-    return f"≥ {text} (at {cell.steps / 1e6:.1f}M)" if cell.partial else text
+    text = f"≥ {text} (at {cell.steps / 1e6:.1f}M)" if cell.partial else text
+    return f"{text} {CHANGED}" if cell.changed else text
 
 
 def _paper(paper: PaperCell | None) -> tuple[str, str]:
@@ -198,6 +207,9 @@ def detail_table(cells: Cells) -> list[str]:
                     _nan(s.get(KEY)) - _nan(s.get("mmer_update")) for s in cell.record["per_seed"]
                 )
                 steps = f"{cell.steps:.2e}"
+                if cell.changed:
+                    shown = ", ".join(cell.changed[:3]) + (", ..." if len(cell.changed) > 3 else "")
+                    steps += f" {CHANGED} ({shown})"
                 if cell.partial:
                     steps += f" of {cell.budget:.2e} (interrupted)"
                 elif cell.steps < 0.95 * cell.budget:
@@ -235,6 +247,7 @@ def target_lines(cells: Cells) -> list[str]:
             best_meets.append((env, difficulty))
         else:
             note = ", interrupted" if best.partial else ""
+            note += f", {CHANGED} earlier settings" if best.changed else ""
             missing = [m for m in COLUMNS if m not in MEMORYLESS and m not in models]
             note += f"; {', '.join(missing)} not run yet" if missing else ""
             below.append(f"{env} {difficulty} ({best.model} {mean:.3f} vs {paper.gru:.3f}{note})")
@@ -377,7 +390,9 @@ and the difference of the two per cell: the per-update maximum is noisier, so it
 short noisy episodes and lower where few episodes end in an update. **final eval**: the last
 evaluation (64 episodes, greedy or sampled as the env's config says). **random**: the uniformly
 random policy (512 episodes of the JAX port). A cell marked *interrupted* (≥) was stopped before
-its budget: its MMER is a lower bound. Cells named `model+variant` ran with the overrides in
+its budget: its MMER is a lower bound. A result marked † was trained with settings that have
+changed since (the keys are in its record and in the detail table): `train` trains it again.
+Cells named `model+variant` ran with the overrides in
 their record (ablations); the summary columns use the shipped configs only.
 
 Statistics: {label}.
