@@ -283,10 +283,29 @@ def _output_dir_error(argv: list[str]) -> str | None:
     return None
 
 
+def _value_error(cfg: DictConfig | None) -> str | None:
+    """The config's invalid values (:func:`parse`'s lines), checked on the config composed
+    before Hydra starts, so that a refused value costs no second composition and no run
+    directory. ``None`` also where :func:`main` checks it instead: no composed config (a
+    multirun, Hydra flags), ``resume=`` (the run directory's config is the one used) and
+    multi-process runs (their processes join before JAX starts, which :func:`parse` may do)."""
+    from stoixlite.config.checks import wandb_dir_error
+
+    if cfg is None or OmegaConf.select(cfg, "resume", default=None) is not None:
+        return None
+    try:
+        if parse_distributed(cfg).enabled:
+            return None
+        run_cfg = parse(cfg)
+    except ConfigError as err:
+        return str(err)
+    return wandb_dir_error(run_cfg)
+
+
 def cli(argv: list[str] | None = None) -> None:
     """The command line: overrides checked first (one line, exit 2, :mod:`stoixlite.cli.overrides`),
     then :func:`main` under Hydra."""
-    from stoixlite.cli.overrides import flags_first, override_error, resume_in_place
+    from stoixlite.cli.overrides import composed_or_error, flags_first, resume_in_place
 
     global _EXISTED
     # Ctrl-C means stop, also where the process was started with SIGINT ignored (a background
@@ -294,14 +313,15 @@ def cli(argv: list[str] | None = None) -> None:
     previous = hold_ctrl_c()
     try:
         argv = sys.argv[1:] if argv is None else argv
-        error = override_error(argv, CONFIG_DIR)
+        cfg, error = composed_or_error(argv, CONFIG_DIR)
         _EXISTED = _existing_paths([*argv, *resume_in_place(argv)]) if error is None else None
-        error = error or _output_dir_error(argv)
+        error = error or _output_dir_error(argv) or _value_error(cfg)
         if ctrl_c_pending():
             print("interrupted before the run started: nothing was written", file=sys.stderr)
             raise Abandoned(130)
         if error is not None:
-            print(f"config error: {error}", file=sys.stderr)
+            for line in error.splitlines():
+                print(f"config error: {line}", file=sys.stderr)
             sys.exit(2)
         sys.argv = [sys.argv[0], *flags_first([*argv, *resume_in_place(argv)])]
         main()

@@ -16,13 +16,15 @@ from stoixlite.rec_ppo import train
 from stoixlite.tracking.jsonl import read_jsonl
 
 
-# (Every popgym env trains under gru in test_popgym_training.py.)
+# (Every popgym env trains under gru in test_popgym_training.py.) CartPole's mlp and lstm under
+# `pytest -m slow`: the same entry point and metrics as the gru and the popgym mlp, each a
+# learner compiled anew (40-60 s of CPU).
 @pytest.mark.parametrize(
     ("env", "network"),
     [
-        ("gymnax/CartPole-v1", "mlp"),
+        pytest.param("gymnax/CartPole-v1", "mlp", marks=pytest.mark.slow),
         ("gymnax/CartPole-v1", "gru"),
-        ("gymnax/CartPole-v1", "lstm"),
+        pytest.param("gymnax/CartPole-v1", "lstm", marks=pytest.mark.slow),
         ("popgym/repeat_previous", "mlp"),
     ],
 )

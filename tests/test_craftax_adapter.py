@@ -84,6 +84,10 @@ def test_replays_craftax_and_truncates_at_the_time_limit():
     assert total.max() >= 1  # random play unlocks something in some episode (collect_wood, ...)
 
 
+# Slow: it compiles Craftax-Classic's step alone (a second Craftax program, 90 s of CPU and more);
+# the default run replays the adapter's episode ends, deaths and truncations against Craftax's
+# step_env above.
+@pytest.mark.slow
 def test_death_is_a_termination_and_wins_over_the_time_limit():
     raw = make(CLASSIC, max_timesteps=1000)
     state, _ = raw.reset(jax.random.PRNGKey(0))

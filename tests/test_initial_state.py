@@ -30,12 +30,15 @@ def test_unaliased_copies_only_shared_buffers():
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
+# The transformer with 2 seeds by default (the deepest carry: windows, masks, counters, per
+# seed); the others under `pytest -m slow`: each compiles a learner of its own (40-90 s of CPU)
+# for the same code path (build_run's init).
 @pytest.mark.parametrize(
     "overrides",
     [
-        ["network=memoroid", "env=popgym/repeat_previous"],
-        ["network=gru", "env=gymnax/Pendulum-v1"],
-        ["network=mlp", "env=popgym/labyrinth_escape"],
+        pytest.param(["network=memoroid", "env=popgym/repeat_previous"], marks=pytest.mark.slow),
+        pytest.param(["network=gru", "env=gymnax/Pendulum-v1"], marks=pytest.mark.slow),
+        pytest.param(["network=mlp", "env=popgym/labyrinth_escape"], marks=pytest.mark.slow),
         ["network=transformer", "env=popgym/repeat_first", "arch.num_seeds=2"],
     ],
 )

@@ -657,6 +657,19 @@ def _random_carry(carry, key):
 # sequential scans' in the default run (tests/test_memoroid_scan.py), which are compared with
 # the reference here.
 SLOW_CASES = frozenset({"mlstm-associative", "s4d-associative", "linear_attention-associative"})
+# Also slow: further sizes of a model whose default-sized case runs by default (chunks of one
+# step and of T beside 3, which does not divide T, and 16, longer than T; a window longer than
+# T; a third layer; a one-step convolution).
+SLOW_CASES |= {
+    "mlstm-chunks-1",
+    "mlstm-chunks-8",
+    "linear_attention-chunks-1",
+    "linear_attention-chunks-8",
+    "gtrxl-long-window",
+    "lmu-long-window",
+    "indrnn-3-layers",
+    "mamba-conv1",
+}
 
 
 @pytest.mark.parametrize(
