@@ -130,12 +130,15 @@ def _relative(path: Path) -> str:
         return str(path)
 
 
+def shipped_overrides(env: str, difficulty: str, network: str) -> list[str]:
+    """The overrides that select a cell's shipped config: its env, difficulty and model."""
+    return [f"env=popgym/{env}", f"env.difficulty={difficulty}", f"network={network}"]
+
+
 def cell_overrides(args, env: str, difficulty: str, network: str) -> list[str]:
     """The cell's overrides of the shipped config (all its seeds in one program)."""
     return [
-        f"env=popgym/{env}",
-        f"env.difficulty={difficulty}",
-        f"network={network}",
+        *shipped_overrides(env, difficulty, network),
         f"arch.seed={min(args.seeds)}",
         f"arch.num_seeds={len(args.seeds)}",
         f"arch.target_return={args.stop_at}",
@@ -576,9 +579,7 @@ def mark_changed_settings(root: Path) -> None:
         except RecordError:
             continue
         overrides = [
-            f"env=popgym/{record['env']}",
-            f"env.difficulty={record['difficulty']}",
-            f"network={record['model']}",
+            *shipped_overrides(record["env"], record["difficulty"], record["model"]),
             *record.get("overrides", []),
         ]
         cfg, _ = checked_run_config(overrides)

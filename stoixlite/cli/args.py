@@ -90,7 +90,7 @@ def output_dir_error(path: str | Path, option: str = "--out") -> str | None:
 def checked_run_config(overrides: Sequence[str]) -> tuple[RunConfig | None, str | None]:
     """``(config, None)`` for Hydra ``overrides`` of ``configs/config.yaml`` that make a valid
     run config, else ``(None, one line)``: an unknown group option, key or malformed override
-    (:func:`stoixlite.cli.overrides.override_error`, as ``python -m stoixlite.rec_ppo`` reports
+    (:func:`stoixlite.cli.overrides.composed_or_error`, as ``python -m stoixlite.rec_ppo`` reports
     them) or an invalid value (:class:`~stoixlite.config.ConfigError`, every mistake)."""
     from stoixlite.cli.configs import CONFIG_DIR
     from stoixlite.cli.overrides import MULTIRUN_FLAGS, composed_or_error

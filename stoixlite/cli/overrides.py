@@ -2,7 +2,7 @@
 
 Hydra reports an unknown group option (``env=popgym/nope``), an unknown key (``system.lrr=1``)
 or a malformed override (``arch.num_envs``) in several lines, some without the list of choices.
-:func:`override_error` finds these first and returns one line naming the override and what is
+:func:`composed_or_error` finds these first and returns one line naming the override and what is
 allowed; :mod:`stoixlite.rec_ppo` prints it and exits with status 2 before anything is built.
 
 * Group options (also in a multirun's comma lists): the option must be a ``.yaml`` file of the
@@ -339,16 +339,11 @@ def resume_dir_error(argv: list[str]) -> str | None:
     return None
 
 
-def override_error(argv: list[str], config_dir: Path) -> str | None:
-    """The first command-line mistake as one line, or ``None`` when Hydra can run ``argv``."""
-    return composed_or_error(argv, config_dir)[1]
-
-
 def composed_or_error(
     argv: list[str], config_dir: Path, config_name: str = "config"
 ) -> tuple[DictConfig | None, str | None]:
-    """:func:`override_error`'s checks, and the config Hydra composes from ``argv`` when they
-    pass (composed once: ``(config, None)``; ``(None, line)`` for the first mistake; ``(None,
+    """The first command-line mistake of ``argv`` as one line, else the config Hydra composes from
+    it (composed once: ``(config, None)``; ``(None, line)`` for the first mistake; ``(None,
     None)`` for a multirun or Hydra flags, whose composing is Hydra's)."""
     error = (
         argument_error(argv)
