@@ -18,6 +18,15 @@ os.environ.setdefault("WANDB_SILENT", "true")
 # compile time by about a third (numerics are checked to the same tolerances; set the variable to
 # 0 to test the optimised programs). Inherited by the tests' subprocesses.
 os.environ.setdefault("JAX_DISABLE_MOST_OPTIMIZATIONS", "1")
+# At that level, XLA's CPU fusion emitters (MLIR code generation of each fusion) are most of what
+# is left of a compile: the LLVM IR emitters of before compile the suite's programs in about half
+# the time (same numerics to the suite's tolerances). Only with the cheap level: the optimised
+# programs (JAX_DISABLE_MOST_OPTIMIZATIONS=0) are compiled as users' are.
+_FAST_COMPILE_FLAG = "--xla_cpu_use_fusion_emitters=false"
+if os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] == "1" and "fusion_emitters" not in os.environ.get(
+    "XLA_FLAGS", ""
+):
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FAST_COMPILE_FLAG}".strip()
 # Programs that several test processes compile (the pytest-xdist workers, and the subprocesses of
 # the CLI, launcher and multi-device tests) are compiled once per test run: JAX's persistent
 # compilation cache in a directory of this run, removed when it ends. The first process (pytest

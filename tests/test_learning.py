@@ -31,6 +31,9 @@ def test_gru_ppo_learns_cartpole(tmp_path):
     assert max(returns) >= 400, returns
 
 
+# Slow (100k steps of training: a minute and more of CPU): CI runs it in its optimised-program
+# step (.ci/run), as users' programs are compiled.
+@pytest.mark.slow
 def test_memoroid_learning_smoke(tmp_path):
     """FFM PPO improves quickly on CartPole-v1 (random play scores about 20)."""
     cfg = compose_config(
