@@ -59,6 +59,8 @@ from stoixlite.networks.memory import available_memories, memory_config_errors
         (["network=lmu", "network.theta=inf"], "network.theta", "finite"),
         (["network=indrnn", "network.max_len=0"], "network.max_len", "positive"),
         (["network=indrnn", "network.num_layers=0"], "network.num_layers", "positive"),
+        (["network=indrnn", "network.bias_max=-0.5"], "network.bias_max", "[0.0, inf]"),
+        (["network=indrnn", "network.bias_max=inf"], "network.bias_max", "finite"),
         (["network=s4d", "network.state_size=5"], "network.state_size", "even"),
         (["network=s4d", "network.state_size=0"], "network.state_size", "positive"),
         (["network=s4d", "network.dt_min=0.2", "network.dt_max=0.1"], "network.dt_min", "dt_max"),

@@ -90,3 +90,15 @@ def test_env_network_defaults_apply_to_their_pair_only_and_the_command_line_wins
         [f"network={network}", "env=popgym/repeat_first", "network.chrono_period=0"]
     )
     assert cli.network.chrono_period == 0
+
+
+@pytest.mark.parametrize("env", ["higher_lower", "noisy_position_only_cartpole"])
+@pytest.mark.parametrize("difficulty", ["easy", "medium", "hard"])
+def test_indrnn_starts_with_zero_biases_where_its_pair_says_so(env, difficulty):
+    """configs/env_network/popgym/<env>_indrnn.yaml: zero biases at every difficulty of its env;
+    POPGym's U(0, 1) elsewhere; the command line still wins."""
+    pair = ["network=indrnn", f"env=popgym/{env}", f"env.difficulty={difficulty}"]
+    assert parse(compose_config(pair)).network.memory["bias_max"] == 0.0
+    other = compose_config(["network=indrnn", "env=popgym/repeat_first"])
+    assert parse(other).network.memory["bias_max"] == 1.0
+    assert parse(compose_config([*pair, "network.bias_max=1.0"])).network.memory["bias_max"] == 1.0

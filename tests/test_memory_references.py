@@ -576,6 +576,7 @@ CASES = {
     "lmu-long-window": ("lmu", {"memory_size": 3, "theta": 64.0}, lmu_reference(64.0)),
     "indrnn": ("indrnn", {}, indrnn_reference(1024)),
     "indrnn-3-layers": ("indrnn", {"num_layers": 3, "max_len": 4}, indrnn_reference(4)),
+    "indrnn-zero-biases": ("indrnn", {"bias_max": 0.0}, indrnn_reference(1024)),
     "tcn": ("tcn", {"frames": 3}, tcn_reference),
     "tcn-1": ("tcn", {"frames": 1}, tcn_reference),
     "mlstm-associative": (
@@ -782,6 +783,27 @@ def test_delta_rule_chunks_equal_the_per_step_recurrence(chunk_size):
     v_new, g_new = jax.jit(loss(chunks))(*args)
     np.testing.assert_allclose(v_new, v_ref, rtol=1e-5)
     _close(g_new, g_ref, "delta rule gradients", atol=1e-5)
+
+
+@pytest.mark.parametrize("bias_max", [1.0, 0.25, 0.0])
+def test_indrnn_initial_biases_are_uniform_up_to_bias_max(bias_max):
+    """``b ~ U(0, bias_max)`` per layer (POPGym's U(0, 1) by default; ``bias_max`` 0: Li et al.'s
+    zeros); the recurrent weights stay ``U(0, 1)`` whatever ``bias_max``."""
+    hidden = 512
+    kwargs = {} if bias_max == 1.0 else {"bias_max": bias_max}
+    model = build_memory("indrnn", hidden_size=hidden, **kwargs)
+    x, start, _ = _inputs(0)
+    params = model.init(jax.random.key(4), model.initialize_carry(B), (x, start))["params"]
+    for layer in range(model.num_layers):
+        b, u = np.asarray(params[f"bias_{layer}"]), np.asarray(params[f"recurrent_{layer}"])
+        assert b.shape == (hidden,)
+        if bias_max == 0.0:
+            np.testing.assert_array_equal(b, 0.0)
+        else:
+            assert b.min() >= 0.0 and b.max() <= bias_max
+            assert abs(b.mean() - bias_max / 2) < 0.1 * bias_max  # uniform, not a constant
+            assert b.max() - b.min() > 0.8 * bias_max
+        assert u.min() >= 0.0 and u.max() <= 1.0 and abs(u.mean() - 0.5) < 0.1
 
 
 def test_indrnn_recurrent_weights_are_kept_inside_the_bound():

@@ -12,8 +12,13 @@ recurrent weight ``u``), layers are stacked (POPGym: two)::
 As in POPGym's baseline, the recurrent weights are kept in ``[-c, c]`` with
 ``c = 2^(1 / max_len)`` (Li et al.'s bound for a signal that may grow at most 2x over
 ``max_len`` steps; POPGym's ``max_len`` is its 1024-step BPTT length), and initialised
-``u ~ U(0, 1)``, ``b ~ U(0, 1)``, the input kernels with PyTorch's default (uniform in
-``+-1/sqrt(fan_in)``). POPGym clamps the stored weights in place before each forward pass; here the
+``u ~ U(0, 1)``, ``b ~ U(0, bias_max)`` (POPGym: ``bias_max`` 1; 0 gives Li et al.'s zeros), the
+input kernels with PyTorch's default (uniform in ``+-1/sqrt(fan_in)``). A positive bias makes
+each ReLU unit accumulate towards ``b / (1 - u)``: with POPGym's U(0, 1) the state at
+initialisation grows with the episode (on higher_lower, about 300 after 100 steps), which
+``bias_max: 0`` avoids (configs/env_network/popgym/, docs/popgym_baselines.md).
+
+POPGym clamps the stored weights in place before each forward pass; here the
 forward pass uses the clamped weights and their gradient is projected into the bounds
 (:func:`~stoixlite.networks.memory._common.bounded`), so an update never pushes a weight at the
 bound further out. POPGym's two biases per layer (the input layer's and ``b``) are one here.
@@ -57,6 +62,7 @@ class IndRNN(nn.Module):
     hidden_size: int
     num_layers: int = 2
     max_len: int = 1024
+    bias_max: float = 1.0  # biases initialised U(0, bias_max)
     unroll: int = 1
 
     @nn.nowrap
@@ -83,7 +89,7 @@ class IndRNN(nn.Module):
         y, new_carry = x, []
         for layer in range(self.num_layers):
             w = Dense(H, use_bias=False, kernel_init=torch_default_init, name=f"input_{layer}")
-            b = self.param(f"bias_{layer}", _unit_uniform, (H,))
+            b = self.param(f"bias_{layer}", nn.initializers.uniform(self.bias_max), (H,))
             u = bounded(self.param(f"recurrent_{layer}", _unit_uniform, (H,)), -c, c)
             a = w(y) + b  # [T, B, H]
             if x.shape[0] == 1:  # rollout path: one step, no loop

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from stoixlite.networks.memory.scan import STRATEGIES
-from stoixlite.rules import POSITIVE, POSITIVE_INT, Rule, choice
+from stoixlite.rules import POSITIVE, POSITIVE_INT, Rule, choice, number_in
 
 CHRONO = Rule(
     "must be 0 (off) or a finite number > 1 (the longest initial retention, in steps)",
@@ -44,6 +44,7 @@ FIELD_RULES = {
     "memory_size": POSITIVE_INT,
     "theta": POSITIVE,
     "max_len": POSITIVE_INT,
+    "bias_max": number_in(0.0, math.inf),
     "memory_cells": POSITIVE_INT,
     "cell_size": POSITIVE_INT,
     "read_heads": POSITIVE_INT,
