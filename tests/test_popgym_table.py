@@ -382,6 +382,15 @@ def test_a_record_trained_with_other_settings_trains_afresh(tmp_path):
     assert changed_settings(record, run_config([*cell, "system.lr=0.1"])) == ["system.lr"]
     assert changed_settings(record, run_config([*cell, "arch.seed=5"])) == []  # not a setting
     assert changed_settings({**record, "config": {"arch": 1}}, run_config(cell)) == ["config"]
+    # a memory key the record's config leaves out (added to the model since) is the model's
+    # default: unchanged while today's value is that default, changed when it is not
+    ind = ["env=popgym/autoencode", "env.difficulty=easy", "network=indrnn"]
+    older = {**record, "config": OmegaConf.to_container(compose_config(ind))}
+    del older["config"]["network"]["bias_max"]
+    assert changed_settings(older, run_config(ind)) == []
+    assert changed_settings(older, run_config([*ind, "network.bias_max=0"])) == [
+        "network.memory.bias_max"
+    ]
 
     records = tmp_path / "records"
     path = records / "autoencode" / "easy" / "gru.json"

@@ -171,11 +171,23 @@ def _flat(values: Any, prefix: str) -> dict[str, Any]:
     return flat
 
 
+def _with_memory_defaults(section: dict) -> dict:
+    """A ``network`` section with the memory model's defaults for the keys its config leaves out
+    (a key added to a model later, whose default is what ran before, is not a change); other
+    sections as they are."""
+    if not isinstance(section.get("memory"), Mapping) or "name" not in section:
+        return section
+    from stoixlite.networks.memory import memory_defaults
+
+    return section | {"memory": memory_defaults(section["name"]) | dict(section["memory"])}
+
+
 def changed_settings(record: dict, cfg: Any) -> list[str]:
     """The keys (``system.lr``, ...) whose value in the record's config differs from ``cfg``
     (a :class:`~stoixlite.config.schema.RunConfig`, e.g. today's shipped config of the cell):
-    :data:`SETTINGS_SECTIONS` and :data:`SETTINGS_ARCH_KEYS`. ``["config"]`` when the record's
-    config is no longer a valid config."""
+    :data:`SETTINGS_SECTIONS` and :data:`SETTINGS_ARCH_KEYS`; a memory model's key that one side
+    leaves out counts as the model's default. ``["config"]`` when the record's config is no
+    longer a valid config."""
     from dataclasses import asdict
 
     old = record_settings(record)
@@ -183,8 +195,8 @@ def changed_settings(record: dict, cfg: Any) -> list[str]:
         return ["config"]
     changed = []
     for section in SETTINGS_SECTIONS:
-        before = _flat(asdict(getattr(old, section)), section)
-        now = _flat(asdict(getattr(cfg, section)), section)
+        before = _flat(_with_memory_defaults(asdict(getattr(old, section))), section)
+        now = _flat(_with_memory_defaults(asdict(getattr(cfg, section))), section)
         changed += [key for key in sorted({*before, *now}) if before.get(key) != now.get(key)]
     changed += [
         f"arch.{key}"

@@ -73,6 +73,16 @@ def memory_fields(name: str) -> set[str]:
     return {f.name for f in dataclasses.fields(cls) if f.init and f.name not in ("parent", "name")}
 
 
+def memory_defaults(name: str) -> dict[str, Any]:
+    """The default of each constructor keyword of model ``name`` that has one: what a config
+    without the key builds (``{"bias_max": 1.0, ...}``)."""
+    return {
+        f.name: f.default
+        for f in dataclasses.fields(memory_class(name))
+        if f.init and f.name not in ("parent", "name") and f.default is not dataclasses.MISSING
+    }
+
+
 def memory_config_errors(name: str, fields: dict[str, Any]) -> list[tuple[str, Any, str]]:
     """Impossible settings of model ``name`` as ``(key, value, what is allowed)`` triples.
 
