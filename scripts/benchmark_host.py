@@ -26,10 +26,16 @@ observation to its LSTM), ``network.hidden_size=--width``, heads 2 x 64 tanh
 sb3 runs in ``scripts/sb3_recurrent_ppo.py``, in the Python of ``--sb3-python PATH`` (a venv with
 sb3-contrib: ``python -m venv sb3 && sb3/bin/pip install 'sb3-contrib>=2.9.2'``), or in this
 Python when it has the ``sb3`` extra (``pip install 'stoixlite[sb3]'``); stoixlite never imports
-it. ``--no-sb3`` times stoixlite alone. Usage::
+it. ``--no-sb3`` times stoixlite alone.
+
+``--overlap off on`` times stoixlite both ways, ``arch.host_overlap=false`` and ``true`` (an actor
+thread collecting the next rollout while the learner updates, docs/host_envs.md), in the same
+rounds; a second table then gives each row's steps/s with and without overlap and their ratio.
+Usage::
 
     python scripts/benchmark_host.py --sb3-python /path/to/sb3venv/bin/python
     python scripts/benchmark_host.py --num-envs 8 --vectors sync --rounds 3 --no-sb3
+    python scripts/benchmark_host.py --num-envs 8 64 --overlap off on --no-sb3
 """
 
 from __future__ import annotations
@@ -60,8 +66,9 @@ from stoixlite.cli.args import (
 
 SB3_WORKER = Path(__file__).resolve().parent / "sb3_recurrent_ppo.py"
 ENV = "gymnasium/CartPole-v1"
-FRAMEWORKS = ("stoixlite", "sb3")
 VECTORS = ("sync", "async")
+OVERLAP = ("off", "on")  # stoixlite's arch.host_overlap
+OVERLAPPED = "stoixlite overlap"  # the label of a stoixlite run with overlap
 SB3_VECTORS = {"sync": "DummyVecEnv", "async": "SubprocVecEnv"}
 HEAD_SIZE = 64  # sb3's default net_arch: pi=[64, 64], vf=[64, 64], tanh
 
@@ -75,6 +82,7 @@ def stoixlite_spec(spec: dict) -> dict:
         "width": None,
         "overrides": [
             f"env.vector={spec['vector']}",
+            f"arch.host_overlap={str(spec.get('overlap', False)).lower()}",
             "env.obs_prev_action=false",
             f"network.hidden_size={spec['width']}",
             "network.shared_memory=false",
@@ -148,12 +156,20 @@ def sb3_versions(python: str) -> tuple[dict | None, str | None]:
     return json.loads(proc.stdout.strip().splitlines()[-1]), None
 
 
+def label(spec: dict) -> str:
+    """What a run is in the tables and the log: its framework, or :data:`OVERLAPPED`."""
+    return OVERLAPPED if spec.get("overlap") else spec["framework"]
+
+
 def make_specs(args: argparse.Namespace) -> list[dict]:
-    """One spec per framework, vector and envs count (frameworks adjacent)."""
-    frameworks = ("stoixlite",) if args.no_sb3 else FRAMEWORKS
+    """One spec per run of a row (stoixlite once per ``--overlap`` value, then sb3), per vector
+    and envs count (the runs of a row adjacent)."""
+    runs = [("stoixlite", {"overlap": o == "on"}) for o in dict.fromkeys(args.overlap)]
+    runs += [] if args.no_sb3 else [("sb3", {})]
     return [
         {
             "framework": f,
+            **extra,
             "vector": v,
             "num_envs": n,
             "rollout_length": args.rollout_length,
@@ -166,21 +182,18 @@ def make_specs(args: argparse.Namespace) -> list[dict]:
         }
         for v in args.vectors
         for n in args.num_envs
-        for f in frameworks
+        for f, extra in runs
     ]
 
 
 def round_order(specs: list[dict], round_: int) -> list[int]:
-    """The order of the runs in round ``round_``: the rows in turn, the two frameworks of a row
-    swapped every other round."""
-    order = list(range(len(specs)))
-    if round_ % 2 and len(specs) > 1:
-        for i in range(0, len(order) - 1):
-            a, b = specs[order[i]], specs[order[i + 1]]
-            same_row = (a["vector"], a["num_envs"]) == (b["vector"], b["num_envs"])
-            if same_row and a["framework"] == "stoixlite":
-                order[i], order[i + 1] = order[i + 1], order[i]
-    return order
+    """The order of the runs in round ``round_``: the rows in turn, the runs of a row in reverse
+    order every other round."""
+    rows: dict[tuple, list[int]] = {}
+    for i, spec in enumerate(specs):
+        rows.setdefault((spec["vector"], spec["num_envs"]), []).append(i)
+    step = -1 if round_ % 2 else 1
+    return [i for runs in rows.values() for i in runs[::step]]
 
 
 def _sps(row: dict | None) -> str:
@@ -193,32 +206,66 @@ def _sps(row: dict | None) -> str:
 
 
 def markdown(rows: list[dict]) -> str:
-    """The table: one line per vector and envs count, stoixlite and sb3 side by side."""
+    """The table: one line per vector and envs count, stoixlite (without overlap where it ran
+    both ways) and sb3 side by side; with overlap runs, :func:`overlap_table` after it."""
     head = (
         "| vector | envs x steps | stoixlite SPS median (min-max, n) | setup s "
         "| sb3 SPS median (min-max, n) | setup s | stoixlite / sb3 | peak MiB (stoixlite / sb3) "
         "| final return (stoixlite / sb3) | load |"
     )
     lines = [head, "|" + "---|" * 10]
-    keys = list(dict.fromkeys((r["vector"], r["num_envs"]) for r in rows))
-    for vector, n in keys:
-        pair = {r["framework"]: r for r in rows if (r["vector"], r["num_envs"]) == (vector, n)}
-        ok = [pair.get(f) for f in FRAMEWORKS]
+    for (vector, n), pair in _rows(rows).items():
+        stoix = pair.get("stoixlite", pair.get(OVERLAPPED))
+        ok = [stoix, pair.get("sb3")]
         ok = [r if r is not None and "error" not in r else None for r in ok]
         ratio = f"{ok[0]['sps_median'] / ok[1]['sps_median']:.2f}" if all(ok) else "-"
 
         def both(key: str, fmt: str, ok=ok) -> str:
             return " / ".join("-" if r is None else format(r[key], fmt) for r in ok)
 
-        load = max((r["load_avg"] for r in ok if r is not None), default=float("nan"))
         steps = rows[0]["rollout_length"]
         vecs = f"{vector} ({SB3_VECTORS[vector]})"
         lines.append(
-            f"| {vecs} | {n} x {steps} | {_sps(pair.get('stoixlite'))} | {_sps(pair.get('sb3'))} "
+            f"| {vecs} | {n} x {steps} | {_sps(stoix)} | {_sps(pair.get('sb3'))} "
             f"| {ratio} | {both('peak_rss_mb', ',.0f')} | {both('final_return', '.1f')} "
-            f"| {load:.1f} |"
+            f"| {_load(ok)} |"
+        )
+    table = "\n".join(lines)
+    if any(label(r) == OVERLAPPED for r in rows):
+        table += "\n\n" + overlap_table(rows)
+    return table
+
+
+def overlap_table(rows: list[dict]) -> str:
+    """stoixlite's steps/s without and with ``arch.host_overlap``, one line per vector and envs
+    count, and their ratio (on / off)."""
+    head = (
+        "| vector | envs x steps | overlap off SPS median (min-max, n) | setup s "
+        "| overlap on SPS median (min-max, n) | setup s | on / off | load |"
+    )
+    lines = [head, "|" + "---|" * 8]
+    for (vector, n), pair in _rows(rows).items():
+        ok = [pair.get("stoixlite"), pair.get(OVERLAPPED)]
+        ok = [r if r is not None and "error" not in r else None for r in ok]
+        ratio = f"{ok[1]['sps_median'] / ok[0]['sps_median']:.2f}" if all(ok) else "-"
+        steps = rows[0]["rollout_length"]
+        lines.append(
+            f"| {vector} | {n} x {steps} | {_sps(pair.get('stoixlite'))} "
+            f"| {_sps(pair.get(OVERLAPPED))} | {ratio} | {_load(ok)} |"
         )
     return "\n".join(lines)
+
+
+def _rows(rows: list[dict]) -> dict[tuple, dict[str, dict]]:
+    """``{(vector, envs): {label: row}}`` in the rows' order."""
+    out: dict[tuple, dict[str, dict]] = {}
+    for r in rows:
+        out.setdefault((r["vector"], r["num_envs"]), {})[label(r)] = r
+    return out
+
+
+def _load(runs: list[dict | None]) -> str:
+    return f"{max((r['load_avg'] for r in runs if r is not None), default=float('nan')):.1f}"
 
 
 def parse_args(argv: list[str]) -> tuple[OneLineArgumentParser, argparse.Namespace]:
@@ -250,6 +297,13 @@ def parse_args(argv: list[str]) -> tuple[OneLineArgumentParser, argparse.Namespa
         type=int,
         default=0,
         help="torch's compute threads in the sb3 runs (default 0: torch's own, one per core)",
+    )
+    parser.add_argument(
+        "--overlap",
+        nargs="+",
+        choices=OVERLAP,
+        default=["off"],
+        help="stoixlite's arch.host_overlap: off (default), on, or both ways (off on)",
     )
     parser.add_argument("--no-sb3", action="store_true", help="time stoixlite alone")
     parser.add_argument("--out", default="benchmark_host.json")
@@ -305,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
             results[i].append(launch(specs[i], args.sb3_python))
             r = results[i][-1]
             what = r.get("error") or f"{statistics.median(r['sps_all']):,.0f} steps/s"
-            print(f"round {round_ + 1}: {r['framework']} {r['vector']} {r['num_envs']}: {what}")
+            print(f"round {round_ + 1}: {label(r)} {r['vector']} {r['num_envs']}: {what}")
             sys.stdout.flush()
             write([merge_rounds(runs) for runs in results if runs], complete=False)
     rows = [merge_rounds(r) for r in results]

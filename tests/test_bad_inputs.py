@@ -76,6 +76,7 @@ BAD_INPUTS: list[tuple[list[str], str, int]] = [
     (["arch.num_seeds=0"], "arch.num_seeds=0 is invalid", CONFIG),
     (["arch.on_nonfinite=ignore"], "arch.on_nonfinite='ignore' is invalid", CONFIG),
     (["arch.max_rollbacks=-1"], "arch.max_rollbacks=-1 is invalid", CONFIG),
+    (["arch.host_overlap=true"], "arch.host_overlap=True is invalid: popgym/", CONFIG),
     (["checkpoint.every=0"], "checkpoint.every=0 is invalid", CONFIG),
     (["checkpoint.keep_last=0"], "checkpoint.keep_last=0 is invalid", CONFIG),
     (["logger=wandb", "logger.wandb.mode=sometimes"], "logger.wandb.mode='sometimes'", CONFIG),
@@ -214,7 +215,7 @@ _FLOAT_KEYS = (
 _BOOL_KEYS = (
     *("system.anneal_lr", "system.normalize_advantages", "system.stateless_transitions"),
     *("arch.eval_greedy", "checkpoint.enabled", "checkpoint.keep_best", "logger.progress"),
-    *("logger.jsonl", "logger.plot", "network.shared_memory"),
+    *("logger.jsonl", "logger.plot", "network.shared_memory", "arch.host_overlap"),
 )
 _CHOICE_KEYS = (
     *("network.encoder", "network.set_pooling", "network.activation", "arch.on_nonfinite"),

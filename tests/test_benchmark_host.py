@@ -172,3 +172,38 @@ def test_an_interrupted_run_keeps_the_runs_before_it(monkeypatch, capsys, tmp_pa
     result = json.loads(out.read_text())
     assert result["complete"] is False
     assert [r["framework"] for r in result["rows"]] == ["stoixlite"]
+
+
+def test_overlap_runs_share_the_rounds_and_get_a_table_of_their_own(monkeypatch, capsys, tmp_path):
+    rows = specs("--num-envs", "8", "--vectors", "sync", "--overlap", "off", "on")
+    assert [(r["framework"], r.get("overlap")) for r in rows] == [
+        ("stoixlite", False),
+        ("stoixlite", True),
+        ("sb3", None),
+    ]
+    assert host.round_order(rows, 1) == [2, 1, 0]
+    from benchmark import stoixlite_overrides
+
+    overrides = stoixlite_overrides(host.stoixlite_spec(rows[1]))
+    assert "arch.host_overlap=true" in overrides
+    assert checked_run_config(overrides)[1] is None
+
+    def launch(spec, sb3_python):
+        measured = fake_launch(spec, None)
+        if spec.get("overlap"):
+            measured["sps_all"] = [3000.0, 4500.0]
+        return measured
+
+    fake_launch.calls = []
+    monkeypatch.setattr(host, "launch", launch)
+    monkeypatch.setattr(host, "hardware", lambda: "a test CPU")
+    argv = ["--num-envs", "8", "--vectors", "sync", "--rounds", "1", "--no-sb3"]
+    code, stdout, _ = run_main(
+        [*argv, "--overlap", "off", "on", "--out", str(tmp_path / "r")], capsys
+    )
+    assert code == 0
+    assert "round 1: stoixlite overlap sync 8: 3,750 steps/s" in stdout
+    main_line, overlap_line = [row for row in stdout.splitlines() if row.startswith("| sync")]
+    assert "2,500 (2,000-3,000, n=2)" in main_line  # the run without overlap
+    assert "2,500 (2,000-3,000, n=2)" in overlap_line and "3,750 (3,000-4,500, n=2)" in overlap_line
+    assert "| 1.50 |" in overlap_line

@@ -168,10 +168,19 @@ def check_host_env(errors: Errors, env: EnvConfig) -> EnvConfig:
 
 
 def check_host_run(errors: Errors, run: RunConfig) -> None:
-    """What the host envs' run does not do: several seeds in one run, several devices."""
+    """What the host envs' run does not do: several seeds in one run, several devices; and
+    ``arch.host_overlap``, which only host envs have (a JAX env acts inside the compiled learn
+    chunk)."""
     from stoixlite.envs.host import is_host_env
 
     if not is_host_env(run.env.name):
+        if run.arch.host_overlap:
+            errors.add(
+                "arch.host_overlap",
+                True,
+                f"{run.env.name} is a JAX env: it acts inside the compiled learn chunk, so there "
+                "is nothing to overlap (host envs only: gymnasium/<id>, popgym_ref/<name>)",
+            )
         return
     if run.arch.num_seeds != 1:
         errors.add(

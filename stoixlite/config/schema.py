@@ -125,6 +125,9 @@ class ArchConfig:
     target_return: float | None = rule(
         Rule("must be a finite number or null (off)", math.isfinite), default=None
     )
+    # Host envs only: an actor thread collects the next rollout, with parameters one update
+    # stale, while the learner trains on the current one (docs/host_envs.md).
+    host_overlap: bool = False
 
     @property
     def seeds(self) -> list[int]:

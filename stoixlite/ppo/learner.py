@@ -152,6 +152,14 @@ def collected(
     return Collected(traj, chunk_carry, burn_carry, next_value)
 
 
+def learner_keys(key: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The learner's split of the state's key (:attr:`UpdatePhases.epochs`): ``(the key the
+    update leaves, the key of its epochs' shuffles)``. The host runs' actor thread starts the
+    next rollout from the first before the update ends (:mod:`stoixlite.run.host`)."""
+    key, epoch_key = jax.random.split(key)
+    return key, epoch_key
+
+
 def make_update_phases(
     apply_fn: ApplyFn,
     env: Environment,
@@ -221,7 +229,7 @@ def make_update_phases(
 
             return jax.lax.scan(train_on, carry, jnp.arange(cfg.num_minibatches))
 
-        key, epoch_key = jax.random.split(state.key)
+        key, epoch_key = learner_keys(state.key)
         (params, opt_state), loss_metrics = jax.lax.scan(
             epoch_step, (state.params, state.opt_state), jax.random.split(epoch_key, cfg.epochs)
         )

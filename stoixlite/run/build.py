@@ -243,6 +243,11 @@ class Run:
                 future.result()
         return learn
 
+    def close(self) -> None:
+        """End what the run holds outside its programs (nothing here; a host run's envs and
+        actor thread, :mod:`stoixlite.run.host`). The training loop calls it when it is done with
+        the run."""
+
     def seed_params(self, params: Any) -> list[Any]:
         """Per-seed parameter pytrees (the leading seed axis removed when S > 1)."""
         if self.config.arch.num_seeds == 1:

@@ -11,15 +11,24 @@ start from) and :func:`stoixlite.ppo.learner.make_learn_from` (GAE, sequence cut
 epochs, the metrics). The PRNG key advances as in the JAX rollout (one split per step), so with
 the same observations the host run takes the same actions and makes the same update.
 
-Acting and learning take turns (no actor thread). One seed per run, on one device. The learner
-state and the host key are checkpointed as for every run; the envs are not (a Python env's state
-is its own): a resumed run resets them with seeds of its own (the memory starts afresh at the
-FIRST timesteps), so it continues the learner exactly but not the episodes in progress.
+By default acting and learning take turns. With ``arch.host_overlap`` they overlap
+(:meth:`HostRun.overlapped_update`): while the learner trains on rollout k, an actor thread
+(:mod:`stoixlite.run.actor`) collects rollout k+1 with the parameters the learner started update
+k from, so every rollout after a pipeline's first acts with parameters one update stale. The
+actor's rollout is a rollout like any other (its carries, log-probs, values and bootstrap values
+are those of its acting parameters); the PRNG keys follow the same chain as without overlap.
+
+One seed per run, on one device. The learner state and the host key are checkpointed as for
+every run; the envs are not (a Python env's state is its own): a resumed run resets them with
+seeds of its own (the memory starts afresh at the FIRST timesteps), so it continues the learner
+exactly but not the episodes in progress. A rollout in flight is never saved: a checkpoint
+holds the learner state an update returned, and a resumed run starts a new pipeline from it.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 import weakref
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -37,12 +46,14 @@ from stoixlite.ppo.finite import all_finite
 from stoixlite.ppo.learner import (
     Collected,
     collected,
+    learner_keys,
     make_learn_from,
     make_optimizer,
     make_update_phases,
 )
 from stoixlite.ppo.rollout import ApplyFn, act
 from stoixlite.ppo.types import LearnerState, Transition
+from stoixlite.run.actor import ActorThread, InFlight, check_stop
 from stoixlite.run.build import Metrics, Run, _split, make_network
 from stoixlite.run.sharding import Placement, select_devices
 
@@ -58,6 +69,11 @@ def _act(
 
 def _stack(parts: list[Any]) -> Any:
     return jax.tree.map(lambda *x: jnp.stack(x), *parts)
+
+
+def _copy(tree: Any) -> Any:
+    """``tree`` with every leaf in a buffer of its own (traced: a copy, not the input)."""
+    return jax.tree.map(lambda x: jnp.array(x, copy=True), tree)
 
 
 @dataclass
@@ -85,9 +101,13 @@ class HostRun(Run):
             )
         )
         self._learn_from = jax.jit(make_learn_from(phases, ppo), donate_argnums=0)
+        self._copy = jax.jit(_copy)
+        self._left = jax.jit(lambda key: learner_keys(key)[0])  # the key an update leaves
         self._timestep: Any = None
         self._collecting = False
-        self.update = self._update
+        self._in_flight = InFlight()
+        overlap = self.config.arch.host_overlap
+        self.update = self.overlapped_update if overlap else self._update
         self.learn_chunk = self._learn_chunk
         self.evaluate = self._evaluate
         self.learn = self._learn_chunk
@@ -143,16 +163,18 @@ class HostRun(Run):
         )
         log_probs, values = [extras["log_prob"]] * t, [extras["value"]] * t
         data = self._collected(state.params, state.carry, traj, log_probs, values, [carry] * t)
-        copy = jax.tree.map(lambda x: jnp.array(x, copy=True), state)
-        jax.block_until_ready(self._learn_from(copy, data))
+        jax.block_until_ready(self._learn_from(self._copy(state), data))
+        if self.config.arch.host_overlap:  # the overlapped update's own small programs
+            jax.block_until_ready((self._copy((state.params, state.carry)), self._left(state.key)))
         return self.learn
 
     def compile_learn(self, state: Any) -> Any:
         return self.learn
 
     def collect(self, state: LearnerState) -> tuple[LearnerState, Collected]:
-        """One rollout on the host (see the module docstring): the advanced state (carry, key,
-        timestep) and the :class:`~stoixlite.ppo.learner.Collected` of the JAX rollout."""
+        """One rollout on the host acting with ``state.params`` (see the module docstring): the
+        advanced state (carry, key, timestep) and the :class:`~stoixlite.ppo.learner.Collected`
+        of the JAX rollout. The first rollout of a resumed run resets the envs first."""
         vector = self.vector
         assert vector is not None and vector.timestep is not None
         if not self._collecting:  # the first rollout of this process
@@ -160,11 +182,26 @@ class HostRun(Run):
             update = int(state.update_step)
             if update:  # resumed: the envs restart with seeds of their own
                 vector.reset(self.train_seeds(update))
-        params, carry, key = state.params, state.carry, state.key
+        carry, key, timestep, data = self.rollout(state.params, state.carry, state.key)
+        return state.replace(carry=carry, key=key, timestep=timestep), data
+
+    def rollout(
+        self, params: Any, carry: Any, key: jax.Array, stop: threading.Event | None = None
+    ) -> tuple[Any, jax.Array, Any, Collected]:
+        """``rollout_length`` steps of the training vector from its current timestep, acting with
+        ``params`` from ``carry`` (leaves ``[N, ...]``) and ``key`` (one split per step):
+        ``(carry after the last step, key, that step's timestep on the device, Collected)``, the
+        trajectory ``[T, N, ...]`` holding the log-probs and values of ``params``, and the
+        training sequences' carries and bootstrap values computed with ``params`` from the
+        carries it produced. ``stop`` (the actor thread's) is checked before every step
+        (:func:`~stoixlite.run.actor.check_stop`)."""
+        vector = self.vector
+        assert vector is not None and vector.timestep is not None
         initial, ts = carry, vector.timestep
         device_ts = to_device(ts)
         steps, log_probs, values, carries = [], [], [], []
         for _ in range(self.ppo.rollout_length):
+            check_stop(stop)
             carry, action, extras, key = self._policy(params, carry, device_ts, key, False)
             action = np.asarray(action)
             nxt = vector.step(action)
@@ -203,16 +240,51 @@ class HostRun(Run):
             invalid_action=np.zeros_like(last),
         )
         data = self._collected(params, initial, traj, log_probs, values, carries)
-        return state.replace(carry=carry, key=key, timestep=device_ts), data
+        return carry, key, device_ts, data
 
     def _update(self, state: LearnerState) -> tuple[LearnerState, Metrics]:
         state, data = self.collect(state)
         return self._learn_from(state, data)
 
+    def overlapped_update(self, state: LearnerState) -> tuple[LearnerState, Metrics]:
+        """One update with acting and learning overlapped (``arch.host_overlap``).
+
+        Rollout k comes from the actor thread started by the update that returned ``state``
+        (acting with that update's starting parameters), or, when ``state`` is not the one the
+        rollout in flight continues (the pipeline's first update: a new or resumed run, or a
+        state from elsewhere; a rollout in flight is then discarded), from :meth:`collect` with
+        ``state.params``. Then the actor thread starts rollout k+1 with ``state.params`` (a copy:
+        the learner donates the state) from the carry after rollout k and the key the learner
+        will leave (:func:`~stoixlite.ppo.learner.learner_keys`), and the compiled learner
+        trains on rollout k. The returned state is what an update without overlap returns from
+        the same rollout: the learner's result, with the carry, key and timestep that rollout
+        k+1 starts from. An exception of either side is raised here after the other side
+        stopped (the actor's at the next update, which waits for its rollout).
+        """
+        actor = self._in_flight.take(state)
+        started: ActorThread[Any] | None = None
+        try:
+            if actor is None:
+                state, data = self.collect(state)
+            else:
+                carry, key, timestep, data = actor.result()
+                state = state.replace(carry=carry, key=key, timestep=timestep)
+            acting, carry = self._copy((state.params, state.carry))
+            key = self._left(state.key)
+            started = ActorThread(functools.partial(self.rollout, acting, carry, key))
+            new_state, metrics = self._learn_from(state, data)
+        except BaseException:
+            for thread in (actor, started):
+                if thread is not None:
+                    thread.discard()
+            raise
+        self._in_flight.put(started, new_state)
+        return new_state, metrics
+
     def _learn_chunk(self, state: LearnerState) -> tuple[LearnerState, Metrics]:
         metrics = []
         for _ in range(self.ppo.updates_per_chunk):
-            state, update_metrics = self._update(state)
+            state, update_metrics = self.update(state)
             metrics.append(update_metrics)
         return state, _stack(metrics)
 
@@ -258,8 +330,9 @@ class HostRun(Run):
         return HostVector(self.vector.source, num_envs, **self.vector.options)
 
     def close(self) -> None:
-        """End the envs (and their worker processes)."""
-        _close(*(v for v in (self.vector, self.eval_vector) if v is not None))
+        """Discard the rollout in flight (if any), then end the envs (and their worker
+        processes)."""
+        _close(self._in_flight, *(v for v in (self.vector, self.eval_vector) if v is not None))
 
 
 def build_host_run(cfg: RunConfig) -> HostRun:
@@ -291,10 +364,11 @@ def build_host_run(cfg: RunConfig) -> HostRun:
         eval_vector=eval_vector,
     )
     # The envs end with the run (a rolled-back run is rebuilt), or at the latest at exit.
-    weakref.finalize(run, _close, vector, eval_vector)
+    weakref.finalize(run, _close, run._in_flight, vector, eval_vector)
     return run
 
 
-def _close(*vectors: HostVector) -> None:
+def _close(in_flight: InFlight, *vectors: HostVector) -> None:
+    in_flight.discard()  # the actor steps the training vector: stopped before it closes
     for vector in vectors:
         vector.close()

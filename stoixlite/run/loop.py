@@ -129,6 +129,7 @@ def train(
                 done = end_chunk(t, record, start, stop.signum)
         ok = True
     finally:
+        t.run.close()
         record = t.recorder.finish(ok, t.host.best_eval_return)
     final = float(record.get("eval/episode_return", math.nan))
     steps_done = int(record.get("step", t.run.steps_per_chunk * num_chunks))
@@ -277,6 +278,7 @@ def rollback(t: Training, chunk: int, bad: tuple[str, int]) -> None:
         raise NonFiniteError(message)
     rollbacks, old_lr = t.host.rollbacks + 1, t.cfg.system.lr
     t.cfg = halved_lr(t.cfg)
+    t.run.close()
     t.run = build_run(t.cfg)
     t.state, t.key = t.run.init()
     t.host = HostState()

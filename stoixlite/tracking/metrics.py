@@ -20,7 +20,8 @@ Stable metric names (documented in README):
 * ``train/sps``: environment steps per second of the chunk (host wall-clock, excludes evaluation)
 * ``train/explained_variance``
 * ``loss/total``, ``loss/policy``, ``loss/value``, ``loss/entropy``, ``loss/approx_kl``,
-  ``loss/clip_fraction``, ``loss/first_ratio_max_dev`` (rollout/replay identity, ~0)
+  ``loss/clip_fraction``, ``loss/first_ratio_max_dev`` (rollout/replay identity, ~0; with
+  ``arch.host_overlap``, how far one update moved the policy)
 * ``eval/episode_return``, ``eval/episode_return_std``, ``eval/episode_length``
 * ``time/elapsed_s``; every record also has ``step`` (env steps so far) and ``update``.
 """
