@@ -75,6 +75,11 @@ def _replay(steps: int, seed: int = 0, **kwargs):
     return raw, replay_against_step_env(raw, actions, seed)[1]
 
 
+# Under `pytest -m slow` (CI runs it: .ci/run-slow): one program of two
+# copies of the game's step, compile-bound (about 10 s of CPU). The default run checks the
+# frames here and the arcade env contract and invalid actions (test_env_contract.py,
+# test_invalid_actions.py).
+@pytest.mark.slow
 def test_replays_the_game_and_splits_done_by_its_info():
     # count_recall easy: 26 cards, one card per fire action, time limit 126 moves
     raw, (ts, obs, reward, done, info) = _replay(steps=400)

@@ -85,6 +85,10 @@ def test_round_trip_with_empty_leaves(tmp_path):
     assert_trees_identical(a, b)
 
 
+# Under `pytest -m slow` (CI runs it: .ci/run-slow): a pixel learner's
+# compile, about 10 s of CPU. By default the round trip is exact for vector observations (above)
+# and a pixel run saves, resumes and evaluates from the CLI (test_cnn_encoder.py).
+@pytest.mark.slow
 def test_round_trip_with_uint8_image_observations(tmp_path):
     """A learner state holding uint8 frames (the env's last timesteps, ``pixel/colour_cue`` with
     the cnn encoder) comes back exactly, uint8 included, and trains on identically."""

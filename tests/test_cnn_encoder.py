@@ -234,6 +234,10 @@ def test_learn_program_memory_per_frame_is_a_few_uint8_frames():
     assert 1.0 < per_frame_byte < 2.0, per_frame_byte
 
 
+# Under `pytest -m slow` (CI runs it: .ci/run-slow): two pixel learners
+# compiled for their memory, about 10 s of CPU. The default run checks that slices give the same
+# update as the whole minibatch (above) and that the buffers keep uint8 frames.
+@pytest.mark.slow
 def test_encoder_slices_cut_the_learn_programs_memory():
     """``network.cnn_slice_frames``: the learn chunk of the run above with the encoder convolving
     16 of a minibatch's 128 frames at a time needs at most 60 % of the temporary memory it needs

@@ -59,6 +59,11 @@ def _replay(limit: int, steps: int, seed: int = 0):
     return raw, replay_against_step_env(raw, actions, seed)
 
 
+# Under `pytest -m slow` (CI runs it: .ci/run-slow): one program of two
+# Craftax steps, compile-bound (about 30 s of CPU at the tests' optimisation level). The default
+# run checks the registered variants here and Craftax's env contract and invalid actions
+# (test_env_contract.py, test_invalid_actions.py).
+@pytest.mark.slow
 def test_replays_craftax_and_truncates_at_the_time_limit():
     raw, (first, (ts, obs, reward, done, info)) = _replay(limit=30, steps=300)
     assert first.extras[EPISODE_METRICS]["achievements"] == 0.0

@@ -187,6 +187,10 @@ def test_memoroid_with_seeds_on_2_and_4_devices_equals_1_device(tmp_path):
             np.testing.assert_allclose(got[name], value, rtol=RTOL, atol=ATOL, err_msg=name)
 
 
+# Under `pytest -m slow` (CI runs it: .ci/run-slow): a worker process and
+# three pixel learners, about 10 s of CPU. The default run shards seeds and envs over 2 and 4
+# devices (above) and trains on uint8 frames on one (test_cnn_encoder.py).
+@pytest.mark.slow
 def test_cnn_on_pixels_on_2_devices_equals_1_device(tmp_path):
     """Image observations split over devices like vectors: the uint8 frames of the env states,
     timesteps and buffers are sharded on their env axis, and 2 devices equal 1."""

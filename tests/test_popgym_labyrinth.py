@@ -54,7 +54,14 @@ GAMES = {
         reference_classes(labyrinth_explore, "LabyrinthExplore"),
     ),
 }
-CASES = [(game, d) for game in GAMES for d in DIFFICULTIES]
+# Step for step at the smallest and the largest mazes by default; medium (a size between, the
+# same code) under `pytest -m slow`: 7-9 s each. Maze generation is compared with mazelib at
+# every difficulty by default (test_maze_generation_matches_mazelib).
+CASES = [
+    (game, d) if d != "medium" else pytest.param(game, d, marks=pytest.mark.slow)
+    for game in GAMES
+    for d in DIFFICULTIES
+]
 
 
 def numpy_draws(rng: np.random.Generator, blocks: tuple[int, int]) -> maze.MazeDraws:

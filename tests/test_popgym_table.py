@@ -38,6 +38,7 @@ READ_CELL += ["arch.total_timesteps=131072", "arch.num_evaluations=2", "logger.p
 
 
 def table(*args: str) -> subprocess.CompletedProcess:
+    """The runner as users run it: its own process."""
     return subprocess.run(
         [sys.executable, str(SCRIPTS / "popgym_table.py"), *args],
         capture_output=True,
@@ -47,12 +48,45 @@ def table(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_cells_train_skip_resume_and_report(tmp_path):
-    out, records = tmp_path / "cells", tmp_path / "records"
+def table_here(capsys, *args: str) -> subprocess.CompletedProcess:
+    """The runner's ``main`` in this process, for the commands that train nothing (dry runs,
+    refusals, reports): the same exit code and output as :func:`table` without a process start
+    and its imports. A refusal's exit (``SystemExit``) is its return code."""
+    capsys.readouterr()
+    try:
+        code = _runner().main(list(args))
+    except SystemExit as stop:
+        code = stop.code
+    out = capsys.readouterr()
+    return subprocess.CompletedProcess(list(args), code, out.out, out.err)
+
+
+@pytest.fixture(scope="module")
+def trained_cells(tmp_path_factory):
+    """gru and mlp cells (2 seeds, ``READ_CELL``: two 65,536-step readings) trained once, side
+    by side (``--jobs 2``), for the tests that read or alter them (each on its own copy:
+    :func:`copy_cells`). Returns the run directories, the records and the runner's arguments."""
+    root = tmp_path_factory.mktemp("trained")
+    out, records = root / "cells", root / "records"
     args = ["train", *CELL, "--networks", "gru", "mlp", "--out", str(out), "--variant", "tiny",
             "--records", str(records), "--allow-changes"]  # fmt: skip
-    first = table(*args, "--jobs", "2", "--", *READ_CELL)  # both cells side by side
+    first = table(*args, "--jobs", "2", "--", *READ_CELL)
     assert first.returncode == 0, first.stdout + first.stderr
+    return out, records, args
+
+
+def copy_cells(trained_cells, tmp_path):
+    """A copy of :func:`trained_cells` under ``tmp_path``: (out, records, train arguments)."""
+    out, records, args = trained_cells
+    mine = (tmp_path / "cells", tmp_path / "records")
+    shutil.copytree(out, mine[0])
+    shutil.copytree(records, mine[1])
+    swap = {str(out): str(mine[0]), str(records): str(mine[1])}
+    return (*mine, [swap.get(a, a) for a in args])
+
+
+def test_cells_train_skip_resume_and_report(trained_cells, tmp_path, capsys):
+    out, records, args = copy_cells(trained_cells, tmp_path)  # both cells trained side by side
     for network in ("gru", "mlp"):
         path = records / "repeat_previous" / "easy" / f"{network}+tiny.json"
         record = read_record(path)
@@ -77,7 +111,7 @@ def test_cells_train_skip_resume_and_report(tmp_path):
             assert seed["mmer_paper"] == round(max(reads), 6)
             assert seed["mmer_update"] == round(max(r[BEST_UPDATE_KEY] for r in mine), 6)
 
-    again = table(*args, "--", *READ_CELL)
+    again = table_here(capsys, *args, "--", *READ_CELL)
     assert again.returncode == 0 and again.stdout.count("done, skipped") == 2, again.stdout
 
     # the page needs the records only: the run directories are gone
@@ -108,7 +142,7 @@ def test_cells_train_skip_resume_and_report(tmp_path):
     shipped.write_text(json.dumps(record | {"steps": 65536}))
     best = best_memory_model(load_cells(read_records(records))[("repeat_previous", "easy")])
     assert best.model == "gru" and best.partial
-    partial = table(*report)
+    partial = table_here(capsys, *report)
     assert partial.returncode == 0, partial.stdout + partial.stderr
     row = next(line for line in doc.read_text().splitlines()
                if line.startswith("| repeat_previous | easy | n/a |"))  # fmt: skip
@@ -125,32 +159,28 @@ def test_cells_train_skip_resume_and_report(tmp_path):
     # trained with today's shipped config: the mark goes
     today = compose_config(["env=popgym/repeat_previous", "env.difficulty=easy", "network=gru"])
     shipped.write_text(json.dumps(record | {"config": OmegaConf.to_container(today)}))
-    assert table(*report).returncode == 0
+    assert table_here(capsys, *report).returncode == 0
     assert "settings_changed" not in read_record(shipped)
     assert "(at 0.1M) †" not in doc.read_text() and "(at 0.1M)" in doc.read_text()
 
 
-def test_interrupted_cells_resume_and_restart(tmp_path):
-    out, records = tmp_path / "cells", tmp_path / "records"
-    args = ["train", *CELL, "--networks", "gru", "mlp", "--out", str(out), "--variant", "tiny",
-            "--records", str(records), "--allow-changes"]  # fmt: skip
-    first = table(*args, "--", *TINY_CELL)
-    assert first.returncode == 0, first.stdout + first.stderr
+def test_interrupted_cells_resume_and_restart(trained_cells, tmp_path, capsys):
+    out, records, args = copy_cells(trained_cells, tmp_path)
     # an interrupted cell with a checkpoint is resumed, not restarted
     gru = out / "repeat_previous" / "easy" / "gru+tiny"
     gru_record = records / "repeat_previous" / "easy" / "gru+tiny.json"
     gru_record.write_text(json.dumps(read_record(gru_record) | {"status": "interrupted"}))
-    dry = table(*args, "--dry-run", "--", *TINY_CELL)
+    dry = table_here(capsys, *args, "--dry-run", "--", *READ_CELL)
     assert f"resume={gru} arch.target_return=null" in dry.stdout, dry.stdout
     # one whose run directory is absent (its record came from elsewhere) trains afresh
     mlp_record = records / "repeat_previous" / "easy" / "mlp+tiny.json"
     mlp_record.write_text(json.dumps(read_record(mlp_record) | {"status": "interrupted"}))
     shutil.rmtree(out / "repeat_previous" / "easy" / "mlp+tiny")
-    dry = table(*args, "--dry-run", "--", *TINY_CELL)
+    dry = table_here(capsys, *args, "--dry-run", "--", *READ_CELL)
     assert "network=mlp" in dry.stdout and "resume=" + str(out / "x") not in dry.stdout
     # a garbled record is named in one line and replaced by training
     mlp_record.write_text("{not json")
-    dry = table(*args, "--dry-run", "--", *TINY_CELL)
+    dry = table_here(capsys, *args, "--dry-run", "--", *READ_CELL)
     assert f"{mlp_record} is not a readable record" in dry.stdout, dry.stdout
     broken = table("report", "--records", str(records), "--doc", str(tmp_path / "t.md"),
                    "--figure", str(tmp_path / "t.png"), "--random-episodes", "0",
@@ -180,24 +210,26 @@ def test_random_policy_matches_popgym():
     assert ours.shape == (512,) and np.all(ours >= -1) and np.all(ours <= 1)
 
 
-def test_overrides_need_a_variant_and_seeds_are_consecutive(tmp_path):
+def test_overrides_need_a_variant_and_seeds_are_consecutive(tmp_path, capsys):
     bad = table("train", *CELL, "--out", str(tmp_path), "--", "system.lr=1e-3")
     assert bad.returncode == 2 and "--variant" in bad.stderr
-    gap = table("train", "--seeds", "0", "2", "--out", str(tmp_path))
+    gap = table_here(capsys, "train", "--seeds", "0", "2", "--out", str(tmp_path))
     assert gap.returncode == 2 and "consecutive" in gap.stderr
-    net = table("train", *CELL, "--networks", "nope", "--out", str(tmp_path))
+    net = table_here(capsys, "train", *CELL, "--networks", "nope", "--out", str(tmp_path))
     assert net.returncode == 2 and "nope" in net.stderr
     for flag, value, key in (
         ("--stop-at", "abc", "arch.target_return"),
         ("--seeds", "-1", "arch.seed"),
     ):
-        bad = table("train", *CELL[:4], flag, value, "--out", str(tmp_path), "--dry-run")
+        bad = table_here(
+            capsys, "train", *CELL[:4], flag, value, "--out", str(tmp_path), "--dry-run"
+        )
         lines = bad.stderr.strip().splitlines()
         assert bad.returncode == 2 and len(lines) == 1 and key in lines[0], bad.stderr
     assert not any(tmp_path.iterdir())
 
 
-def test_ctrl_c_lets_the_cell_stop_cleanly_and_records_it(tmp_path):
+def test_ctrl_c_lets_the_cell_stop_cleanly_and_records_it(tmp_path, capsys):
     """A SIGINT to the runner alone (a scheduler's stop; a terminal's Ctrl-C reaches the same
     process group, the training processes run in their own sessions): the runner passes it on,
     waits for the training's own clean stop (checkpoint kept, exit 130), records the cell as
@@ -231,7 +263,7 @@ def test_ctrl_c_lets_the_cell_stop_cleanly_and_records_it(tmp_path):
     kept = read_record(records / "repeat_previous" / "easy" / "gru+long.json")
     assert kept["status"] == "interrupted" and 0 < kept["steps"] < kept["budget"], kept
     assert not (out / "repeat_previous" / "easy" / "mlp+long").exists(), stdout
-    dry = table(*args, "--dry-run", "--", *many)
+    dry = table_here(capsys, *args, "--dry-run", "--", *many)
     assert f"resume={cell} arch.target_return=null" in dry.stdout, dry.stdout
 
 
@@ -269,7 +301,7 @@ def test_uncommitted_changes_are_named_by_their_diff_hash(tmp_path, monkeypatch)
     assert first.startswith("changes ") and second.startswith("changes ") and first != second
 
 
-def test_time_limit_starts_the_cells_that_fit(tmp_path):
+def test_time_limit_starts_the_cells_that_fit(tmp_path, capsys):
     """Estimates come from the records on the same kind of machine: the same cell's
     seconds per step, else the slowest of the same model; cells over the limit are not
     started, known ones go first, unknown ones after."""
@@ -303,7 +335,7 @@ def test_time_limit_starts_the_cells_that_fit(tmp_path):
     args = ["train", "--envs", "repeat_first", "higher_lower", "--difficulties", "easy",
             "--networks", "gru", "elman", "--records", str(records), "--out", str(tmp_path / "o"),
             "--time-limit", "60", "--dry-run"]  # fmt: skip
-    dry = table(*args)
+    dry = table_here(capsys, *args)
     assert dry.returncode == 0, dry.stdout + dry.stderr
     lines = dry.stdout.splitlines()
     assert any("repeat_first easy gru: about" in line and "not started" in line for line in lines)
@@ -335,7 +367,7 @@ def test_time_limit_stops_the_training_cells_and_records_them(tmp_path):
     assert not (records / "repeat_previous" / "easy" / "mlp+long.json").exists()
 
 
-def test_paper_best_trains_the_papers_winners_and_published_cells_go_first(tmp_path):
+def test_paper_best_trains_the_papers_winners_and_published_cells_go_first(tmp_path, capsys):
     """``--networks paper_best``: the port of the paper's best model of each published cell
     (both of a tie, none where every model tied or the paper has no number), published cells
     before unpublished ones."""
@@ -354,7 +386,7 @@ def test_paper_best_trains_the_papers_winners_and_published_cells_go_first(tmp_p
     args = ["train", "--envs", "battleship", "multiarmed_bandit", "--difficulties", "easy",
             "hard", "--networks", "mlp", "paper_best", "--records", str(tmp_path / "r"),
             "--out", str(tmp_path / "o"), "--dry-run"]  # fmt: skip
-    dry = table(*args)
+    dry = table_here(capsys, *args)
     assert dry.returncode == 0, dry.stdout + dry.stderr
     started = [line.split(": ")[0].split("] ")[1] for line in dry.stdout.splitlines()]
     assert started == [
@@ -367,7 +399,7 @@ def test_paper_best_trains_the_papers_winners_and_published_cells_go_first(tmp_p
     ], dry.stdout
 
 
-def test_a_record_trained_with_other_settings_trains_afresh(tmp_path):
+def test_a_record_trained_with_other_settings_trains_afresh(tmp_path, capsys):
     """A record whose config differs from the cell's shipped config today (a default changed
     since) is trained again from scratch, and its replacement may be an unfinished record."""
     from conftest import run_config
@@ -398,12 +430,12 @@ def test_a_record_trained_with_other_settings_trains_afresh(tmp_path):
     write_record(path, record)
     args = ["train", "--envs", "autoencode", "--difficulties", "easy", "--networks", "gru",
             "--records", str(records), "--out", str(tmp_path / "o"), "--dry-run"]  # fmt: skip
-    dry = table(*args)
+    dry = table_here(capsys, *args)
     assert "autoencode easy gru: done, skipped" in dry.stdout, dry.stdout + dry.stderr
     stale = json.loads(json.dumps(record))
     stale["config"]["system"]["lr"] = 0.1
     write_record(path, stale)
-    dry = table(*args)
+    dry = table_here(capsys, *args)
     assert dry.returncode == 0, dry.stdout + dry.stderr
     assert "its record trained with other settings (system.lr): trained afresh" in dry.stdout
     assert "stoixlite.rec_ppo env=popgym/autoencode" in dry.stdout  # a fresh run, no resume=

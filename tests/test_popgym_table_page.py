@@ -12,10 +12,41 @@ import pytest
 
 from stoixlite.results.popgym_paper import DIFFICULTIES, ENVS
 from stoixlite.results.popgym_records import read_randoms, read_records
-from stoixlite.results.popgym_report import write_report
+from stoixlite.results.popgym_report import KEY, load_cells, write_report
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDS = ROOT / "results" / "popgym_table"
+# A docs table that quotes the POPGym table's cells follows this line: rows of
+# `| <env> <difficulty> | <model> | <MMER> | ...`, the MMER as the page gives it (mean ± sample
+# sd; "≥ " before an interrupted cell's; bold allowed).
+QUOTE_MARK = "<!-- quotes results/popgym_table: | env difficulty | model | MMER | -->"
+
+
+def misquoted(text: str, cells) -> tuple[int, list[str]]:
+    """The rows of the tables after :data:`QUOTE_MARK` in ``text``: how many, and those whose
+    MMER is not the one the records give (or whose cell has no record), each named."""
+    rows, wrong, lines = 0, [], text.splitlines()
+    for start in (i for i, line in enumerate(lines) if line.strip() == QUOTE_MARK):
+        table = []
+        for line in lines[start + 1 :]:
+            if not line.startswith("|"):
+                if table:
+                    break
+                continue
+            table.append(line)
+        for line in table[2:]:  # after the header and its rule
+            first, model, quoted = (c.strip() for c in line.strip("|").split("|")[:3])
+            env, difficulty = first.split()
+            rows += 1
+            cell = cells.get((env, difficulty), {}).get(model.strip("`"))
+            if cell is None or not cell.scored:
+                wrong.append(f"{first} {model}: no record with results")
+                continue
+            want = cell.summary(KEY).fmt()
+            want = f"≥ {want}" if cell.partial else want
+            if quoted.replace("*", "").strip() != want:
+                wrong.append(f"{first} {model}: quoted {quoted}, the records give {want}")
+    return rows, wrong
 
 
 def test_committed_page_and_readme_block_are_rebuilt_from_the_records(tmp_path):
@@ -65,3 +96,26 @@ def test_a_garbled_record_is_named_in_one_line(tmp_path, garble, capsys):
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 1 and str(tmp_path / "a" / "easy" / "gru.json") in out[0], out
     assert not (tmp_path / "d.md").exists()
+
+
+def test_docs_quote_the_tables_cells_as_the_records_give_them():
+    """Pages that quote cells of the POPGym table (a table after :data:`QUOTE_MARK`) give the
+    records' numbers: a retrained cell cannot leave an old number behind on another page."""
+    cells = load_cells(read_records(RECORDS))
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    counted = {}
+    for page in pages:
+        rows, wrong = misquoted(page.read_text(), cells)
+        assert not wrong, f"{page.relative_to(ROOT)}: " + "; ".join(wrong)
+        counted[page.name] = rows
+    assert counted["popgym_baselines.md"] >= 9, counted
+    # the check catches a changed number, a lost lower bound and a cell without a record
+    row = "| multiarmed_bandit medium | tcn | {} | x |"
+    table = f"{QUOTE_MARK}\n\n| cell | model | MMER | x |\n|---|---|---|---|\n"
+    mab = cells[("multiarmed_bandit", "medium")]["tcn"].summary(KEY).fmt()
+    assert misquoted(table + row.format(f"**{mab}**"), cells) == (1, [])
+    for bad in ("0.123 ± 0.004", f"≥ {mab}"):
+        assert len(misquoted(table + row.format(bad), cells)[1]) == 1, bad
+    assert misquoted(table + "| autoencode easy | nope | 0.1 | x |", cells)[1] == [
+        "autoencode easy nope: no record with results"
+    ]

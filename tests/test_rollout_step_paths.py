@@ -34,7 +34,13 @@ def _close(a, b, what, rtol=1e-5, atol=1e-6):
         np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=rtol, atol=atol, err_msg=what)
 
 
-@pytest.mark.parametrize("strategy", ["associative", "sequential"])
+# The associative scans under `pytest -m slow` (CI runs it: .ci/run-slow):
+# 17 s of CPU each. By default the sequential scans are checked here, and the associative ones
+# against them or the per-step reference (tests/test_memoroid_scan.py for mlstm,
+# tests/test_memory_references.py for mamba).
+@pytest.mark.parametrize(
+    "strategy", [pytest.param("associative", marks=pytest.mark.slow), "sequential"]
+)
 @pytest.mark.parametrize("name", ["mamba", "mlstm"])
 def test_one_step_calls_equal_the_scan(name, strategy):
     """Two T = 1 calls == one T = 2 call: outputs, carry, and gradients (parameters, carry)."""
