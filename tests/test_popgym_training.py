@@ -26,16 +26,15 @@ def test_every_popgym_module_has_a_config():
         assert (CONFIG_DIR / "env" / f"{name}.yaml").exists(), name
 
 
-# Three ports train and play their reference by default: discrete actions on a flat observation
-# (repeat_previous), a Box action (position_only_pendulum) and a board game (minesweeper).
-# The other 13 run under `pytest -m slow` (each compiles its own learner: 12-30 s of CPU); in the
-# default run each port is replayed step for step against popgym (tests/test_popgym_<env>.py),
-# its reference class and encoding are checked (tests/test_reference_player.py), and its
-# environment contract (tests/test_env_contract.py).
+# Two ports train and play their reference by default: discrete actions on a flat observation
+# (repeat_previous) and a Box action (position_only_pendulum). The other 14 run under
+# `pytest -m slow` (CI runs them: .ci/run-slow; each compiles its own learner: 12-30 s of CPU);
+# in the default run each port is replayed step for step against popgym
+# (tests/test_popgym_<env>.py), its reference class and encoding are checked
+# (tests/test_reference_player.py), and its environment contract (tests/test_env_contract.py).
 DEFAULT_RUN_ENVS = (
     "popgym/repeat_previous",
     "popgym/position_only_pendulum",
-    "popgym/minesweeper",
 )
 
 
