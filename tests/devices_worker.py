@@ -5,8 +5,9 @@
 
 * ``loop``: full training runs (gru) on 1, 2 and 4 devices, a 4-device run stopped after its
   first chunk and resumed on 4 devices, and the same stopped run resumed on 2 devices;
-* ``learn``: two learn chunks of a memoroid (ffm) with 2 seeds, BPTT chunks and burn-in on 1, 2
-  and 4 devices; the final learner states and chunk metrics go to ``learn_d<D>.npz``;
+* ``learn``: two learn chunks of a memoroid (ffm) with 2 seeds, BPTT chunks and burn-in on 1
+  and 4 devices (2 devices: ``loop``); the final learner states and chunk metrics go to
+  ``learn_d<D>.npz``;
 * ``pixels``: one learn chunk of gru with the cnn encoder on ``pixel/colour_cue`` (uint8 frames
   in the env states, timesteps and rollout buffers) on 1 and 2 devices, to ``pixels_d<D>.npz``;
 * ``process <id> <port>``: process ``id`` of a 2-process run of ``loop``'s config (2 devices each,
@@ -82,7 +83,7 @@ def loop(out: Path) -> None:
 
 
 def learn(out: Path) -> None:
-    for n in (1, 2, 4):
+    for n in (1, 4):
         run = build_run(run_config(LEARN + devices(n)))
         state, _ = run.init()
         metrics = []

@@ -4,7 +4,11 @@ Craftax 56-92 s; each POPGym Arcade game draws its 128 x 128 frames with a large
 per compile). Their adapters stay covered in the default run by their own tests
 (test_craftax_adapter.py: Craftax-Classic replayed against Craftax's ``step_env``, death against
 the time limit, every variant's spaces; test_arcade_adapter.py) and by ``arcade/count_recall``,
-the one arcade game whose contract and invalid-action tests run by default.
+the one arcade game whose declared specs are checked by default. Its batched auto-reset and
+invalid-action probe (:data:`SLOW_PROBES`: 7 and 12 s) run under ``pytest -m slow`` too: both
+go through the wrappers every env goes through (auto-reset, invalid-action policy), which the
+default run checks on the gymnax and POPGym envs; the adapter's own episode ends are checked by
+test_arcade_adapter.py.
 """
 
 from __future__ import annotations
@@ -17,3 +21,7 @@ SLOW_ENVS = frozenset(
     {n for n in available_envs() if n.startswith("craftax/")}
     | {n for n in available_envs() if n.startswith("arcade/") and n != DEFAULT_RUN_ARCADE}
 )
+
+# Envs whose batched auto-reset (test_env_contract.py) and invalid-action probe
+# (test_invalid_actions.py) run only under `pytest -m slow`.
+SLOW_PROBES = SLOW_ENVS | {DEFAULT_RUN_ARCADE}

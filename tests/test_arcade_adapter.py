@@ -4,7 +4,8 @@ split into terminated and truncated by the game's ``info``, the true final frame
 auto-reset; the gymnax 1.0 shim (``is_terminated`` = the game's ``is_terminal``); the POMDP and MDP
 twins; one-line errors for bad kwargs. The env contract and the invalid-action policy are checked
 for every registered game by test_env_contract.py and test_invalid_actions.py (``arcade/
-count_recall`` in the default run, the other games under ``pytest -m slow``).
+count_recall``'s declared specs in the default run, the rest under ``pytest -m slow``:
+tests/slow_envs.py).
 """
 
 from __future__ import annotations
@@ -40,7 +41,11 @@ def test_every_game_is_registered_with_three_levels():
         assert set(env_spec(name).requires) == {"popgym_arcade", "dm_pix"}
 
 
-@pytest.mark.parametrize("obs_size", OBS_SIZES)
+# 256 x 256 frames under `pytest -m slow` (their drawing program compiles in 7 s): the default
+# run passes the size through the same kwarg and checks 128 x 128.
+@pytest.mark.parametrize(
+    "obs_size", [s if s == 128 else pytest.param(s, marks=pytest.mark.slow) for s in OBS_SIZES]
+)
 def test_frames_are_uint8_images_of_the_chosen_size(obs_size):
     env = make(COUNT_RECALL, difficulty="medium", obs_size=obs_size)
     assert isinstance(env, ArcadeEnv) and env.partial_obs

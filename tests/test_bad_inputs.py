@@ -221,24 +221,28 @@ _CHOICE_KEYS = (
     *("network.encoder", "network.set_pooling", "network.activation", "arch.on_nonfinite"),
     "system.rollout_carries",
 )
+_WRONG_VALUES = {  # (given, as the line shows it) per kind of key
+    _INT_KEYS: (("abc", "'abc'"), ("1.5", "1.5"), ("[1]", "[1]")),
+    _FLOAT_KEYS: (("abc", "'abc'"), ("[1]", "[1]"), ("1e400", "inf")),
+    _BOOL_KEYS: (("maybe", "'maybe'"), ("2", "2")),
+    _CHOICE_KEYS: (("xyz", "'xyz'"),),
+}
 TYPED_BAD_INPUTS: list[tuple[list[str], str, int]] = [
-    *[
-        ([f"{key}={given}"], f"{key}={shown} is invalid", CONFIG)
-        for key in _INT_KEYS
-        for given, shown in (("abc", "'abc'"), ("1.5", "1.5"), ("[1]", "[1]"))
-    ],
-    *[
-        ([f"{key}={given}"], f"{key}={shown} is invalid", CONFIG)
-        for key in _FLOAT_KEYS
-        for given, shown in (("abc", "'abc'"), ("[1]", "[1]"), ("1e400", "inf"))
-    ],
-    *[
-        ([f"{key}={given}"], f"{key}={shown} is invalid", CONFIG)
-        for key in _BOOL_KEYS
-        for given, shown in (("maybe", "'maybe'"), ("2", "2"))
-    ],
-    *[([f"{key}=xyz"], f"{key}='xyz' is invalid", CONFIG) for key in _CHOICE_KEYS],
+    ([f"{key}={given}"], f"{key}={shown} is invalid", CONFIG)
+    for keys, values in _WRONG_VALUES.items()
+    for key in keys
+    for given, shown in values
 ]
+# The default run gives every typed key one wrong value, each kind's values in turn (so every
+# key and every wrong value of its kind is refused); the key's other wrong values run under
+# `pytest -m slow` (the same typed parse of the same key: 70 cases, 10 s of CPU).
+TYPED_SLOW = {
+    f"{key}={given}"
+    for keys, values in _WRONG_VALUES.items()
+    for i, key in enumerate(keys)
+    for j, (given, _) in enumerate(values)
+    if j != i % len(values)
+}
 
 
 def _digest(root: Path) -> dict[str, str]:
@@ -321,7 +325,14 @@ def test_the_table_is_long_enough():
     assert len(BAD_INPUTS) + len(TYPED_BAD_INPUTS) >= 200
 
 
-@pytest.mark.parametrize(("args", "expected", "status"), BAD_INPUTS + TYPED_BAD_INPUTS)
+@pytest.mark.parametrize(
+    ("args", "expected", "status"),
+    BAD_INPUTS
+    + [
+        pytest.param(*case, marks=pytest.mark.slow) if case[0][0] in TYPED_SLOW else case
+        for case in TYPED_BAD_INPUTS
+    ],
+)
 def test_bad_input_is_one_line(dirs, capsys, monkeypatch, args, expected, status):
     before = {name: _digest(path) for name, path in dirs.items() if path.is_dir()}
     argv = list(args)

@@ -16,23 +16,10 @@ from stoixlite.rec_ppo import train
 from stoixlite.tracking.jsonl import read_jsonl
 
 
-# (Every popgym env trains under gru in test_popgym_training.py.) CartPole's mlp and lstm under
-# `pytest -m slow`: the same entry point and metrics as the gru and the popgym mlp, each a
-# learner compiled anew (40-60 s of CPU).
-@pytest.mark.parametrize(
-    ("env", "network"),
-    [
-        pytest.param("gymnax/CartPole-v1", "mlp", marks=pytest.mark.slow),
-        ("gymnax/CartPole-v1", "gru"),
-        pytest.param("gymnax/CartPole-v1", "lstm", marks=pytest.mark.slow),
-        ("popgym/repeat_previous", "mlp"),
-    ],
-)
-def test_train_writes_metrics(tmp_path, env, network):
-    cfg = compose_config([f"env={env}", f"network={network}", *TINY])
-    final = train(cfg, tmp_path)
-    records = read_jsonl(tmp_path / "metrics.jsonl")
-    assert len(records) == cfg.arch.num_evaluations
+def assert_metrics_written(run_dir: Path, env: str) -> list[dict]:
+    """The records of a TINY run (2 evaluations) in ``run_dir``: every loss, speed and return
+    finite, the replay identity held, the config and the learning-curve plot written."""
+    records = read_jsonl(run_dir / "metrics.jsonl")
     assert [r["step"] for r in records] == [64, 128]
     for key in (
         "train/sps",
@@ -43,9 +30,30 @@ def test_train_writes_metrics(tmp_path, env, network):
     ):
         assert all(r[key] is not None and math.isfinite(r[key]) for r in records), key
     assert records[-1]["loss/first_ratio_max_dev"] < 1e-5
+    assert (run_dir / "config.yaml").read_text().count(env) >= 1
+    assert (run_dir / "learning_curve.png").stat().st_size > 0
+    return records
+
+
+# (Every popgym env trains under gru in test_popgym_training.py.) CartPole's gru trains in a
+# fresh process in test_cli_runs_from_any_directory; its mlp and lstm under `pytest -m slow`:
+# the same entry point and metrics as the gru and the popgym mlp, each a learner compiled anew
+# (5-60 s of CPU).
+@pytest.mark.parametrize(
+    ("env", "network"),
+    [
+        pytest.param("gymnax/CartPole-v1", "mlp", marks=pytest.mark.slow),
+        pytest.param("gymnax/CartPole-v1", "gru", marks=pytest.mark.slow),
+        pytest.param("gymnax/CartPole-v1", "lstm", marks=pytest.mark.slow),
+        ("popgym/repeat_previous", "mlp"),
+    ],
+)
+def test_train_writes_metrics(tmp_path, env, network):
+    cfg = compose_config([f"env={env}", f"network={network}", *TINY])
+    final = train(cfg, tmp_path)
+    records = assert_metrics_written(tmp_path, env)
+    assert len(records) == cfg.arch.num_evaluations
     assert final == records[-1]["eval/episode_return"]
-    assert (tmp_path / "config.yaml").read_text().count(env) >= 1
-    assert (tmp_path / "learning_curve.png").stat().st_size > 0
 
 
 def test_cli_runs_from_any_directory(tmp_path):
@@ -67,8 +75,8 @@ def test_cli_runs_from_any_directory(tmp_path):
         timeout=600,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "final eval return" in proc.stdout
-    assert len(read_jsonl(run_dir / "metrics.jsonl")) == 2
+    records = assert_metrics_written(run_dir, "gymnax/CartPole-v1")  # the default network: gru
+    assert f"final eval return {records[-1]['eval/episode_return']:.4f}" in proc.stdout
     assert (run_dir / ".hydra" / "config.yaml").exists()
 
     # A resume logs into the run's own directory: no new (empty) output directory beside it,

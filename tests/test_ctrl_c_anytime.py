@@ -246,3 +246,32 @@ def test_a_ctrl_c_python_dropped_still_stops_an_evaluation(finished_run, tmp_pat
     assert proc.returncode == 130, (proc.returncode, proc.stdout, proc.stderr)
     assert lines == ["interrupted: the evaluation stopped, nothing was written"], proc.stderr
     assert "seed" not in proc.stdout  # no result printed
+
+
+def test_an_event_loop_left_by_a_ctrl_c_fails_quietly_at_teardown(monkeypatch):
+    """After a Ctrl-C, an asyncio event loop it left unclosed (orbax reads through one) may be
+    finalised after its self-pipe socket: its ``__del__`` fails on the closed descriptor. The
+    entry points' hook drops that (the one line of the interruption stays the only line); the
+    same failure without a Ctrl-C is reported."""
+    import asyncio
+    import gc
+
+    from stoixlite.cli.process import setup_process
+    from stoixlite.run import signals
+
+    reported = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: reported.append(u.exc_value))
+    setup_process()  # the entry points' hook, in front of the recorder
+
+    def left_loop() -> None:
+        loop = asyncio.new_event_loop()
+        loop._ssock.close()  # closed first, as the interpreter's teardown may do
+
+    monkeypatch.setattr(signals._CtrlC, "pending", True)
+    left_loop()
+    gc.collect()
+    assert reported == []
+    monkeypatch.setattr(signals._CtrlC, "pending", False)
+    left_loop()
+    gc.collect()
+    assert [str(e) for e in reported] == ["Invalid file descriptor: -1"]

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from slow_envs import SLOW_ENVS
+from slow_envs import SLOW_ENVS, SLOW_PROBES
 
 from stoixlite.envs.registry import available_envs, env_spec, make, missing_modules
 from stoixlite.envs.types import FIRST, LAST, MID
@@ -34,9 +34,9 @@ SHORT_LIMITS = {
 SLOW = SLOW_ENVS
 
 
-def cases(names: list[str]) -> list:
-    """``names`` as parameters, those in :data:`SLOW` marked slow."""
-    return [pytest.param(n, marks=pytest.mark.slow) if n in SLOW else n for n in names]
+def cases(names: list[str], slow: frozenset[str] = SLOW) -> list:
+    """``names`` as parameters, those in ``slow`` marked slow."""
+    return [pytest.param(n, marks=pytest.mark.slow) if n in slow else n for n in names]
 
 
 def build(name: str, difficulty: str | None = None, **kwargs):
@@ -80,7 +80,7 @@ def test_reset_and_step_follow_the_declared_specs(name):
             break
 
 
-@pytest.mark.parametrize("name", cases(ENVS))
+@pytest.mark.parametrize("name", cases(ENVS, SLOW_PROBES))
 def test_batched_stack_auto_resets_under_jit_and_vmap(name):
     short = {"max_timesteps": SHORT_LIMITS[name]} if name in SHORT_LIMITS else {}
     env = build(name, **short)

@@ -155,12 +155,19 @@ def test_multirun_with_wandb_failing_job_and_aggregate(tmp_path):
     ]
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 1, proc.stderr[-3000:]  # failed jobs: summary line, non-zero exit
-    assert "multirun: 2 of 4 jobs failed" in proc.stderr.splitlines()[-1]
     jobs = sorted(p for p in sweep.iterdir() if p.is_dir())
     ok = [j for j in jobs if (j / "metrics.jsonl").exists()]
     failed = [j for j in jobs if (j / "error.txt").exists()]
     assert len(ok) == 2 and len(failed) == 2
     assert all("system.lr=-1" in (j / "error.txt").read_text() for j in failed)
+    assert not any((j / "error.txt").exists() for j in ok)
+    # one summary line, the last, naming each failed job's error file; no traceback
+    summary = [line for line in proc.stderr.splitlines() if line.startswith("multirun:")]
+    assert len(summary) == 1 and proc.stderr.rstrip().endswith(summary[0])
+    assert "multirun: 2 of 4 jobs failed" in summary[0]
+    names = ", ".join(f"{j.name}/error.txt" for j in failed)
+    assert f"{sweep.resolve()}/{{{names}}}" in summary[0], summary[0]
+    assert "Traceback" not in proc.stderr
     groups = set()
     for job in ok:
         assert len(read_jsonl(job / "metrics.jsonl")) == 3

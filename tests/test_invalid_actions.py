@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from slow_envs import SLOW_ENVS
+from slow_envs import SLOW_PROBES
 
 from stoixlite.envs import available_envs, make
 from stoixlite.envs.actions import (
@@ -30,8 +30,9 @@ INT32_MIN = np.iinfo(np.int32).min
 
 
 def _configs() -> list:
-    """(name, difficulty) of every env at every level; the envs of :data:`SLOW_ENVS` marked slow
-    (full Craftax's probe compiles for about 3 minutes on a 2-core CPU), and so are the POPGym
+    """(name, difficulty) of every env at every level; the envs of :data:`SLOW_PROBES` marked
+    slow (full Craftax's probe compiles for about 3 minutes on a 2-core CPU, an arcade game's in
+    12 s), and so are the POPGym
     ports' medium and hard levels: each level compiles its own probe (1-2.5 s of CPU), and a
     level changes the sizes (board, maze, deck), not the code that handles an invalid action,
     which the easy level runs by default."""
@@ -39,7 +40,7 @@ def _configs() -> list:
     for name in available_envs():
         levels = DIFFICULTIES if name.startswith("popgym/") else (None,)
         for level in levels:
-            slow = name in SLOW_ENVS or level not in (None, DIFFICULTIES[0])
+            slow = name in SLOW_PROBES or level not in (None, DIFFICULTIES[0])
             out.append(pytest.param(name, level, marks=[pytest.mark.slow] if slow else []))
     return out
 

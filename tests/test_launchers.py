@@ -28,16 +28,13 @@ LAUNCHERS = {
 }
 
 
-# submitit_local (the SLURM launcher's code path) by default; joblib under `pytest -m slow`: a
-# multirun of 2 jobs, each a fresh process that imports JAX and compiles (the launcher is all
-# that differs).
-@pytest.mark.parametrize(
-    "launcher",
-    [
-        n if n == "submitit_local" else pytest.param(n, marks=pytest.mark.slow)
-        for n in sorted(LAUNCHERS)
-    ],
-)
+# Both under `pytest -m slow` (CI runs them: .ci/run-slow): a multirun of 2 jobs, each a fresh
+# process that imports JAX and compiles, 11 s (the launcher is all that differs). The default run
+# runs a multirun's jobs through Hydra's basic launcher
+# (tests/test_experiments.py::test_multirun_with_wandb_failing_job_and_aggregate) and composes
+# the SLURM launcher configs (test_slurm_launcher_configs_compose below).
+@pytest.mark.slow
+@pytest.mark.parametrize("launcher", sorted(LAUNCHERS))
 def test_launcher_runs_two_jobs(tmp_path, launcher):
     plugin, cls, parallel = LAUNCHERS[launcher]
     pytest.importorskip(f"hydra_plugins.{plugin}")

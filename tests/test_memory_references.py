@@ -659,13 +659,15 @@ def _random_carry(carry, key):
 # the reference here.
 SLOW_CASES = frozenset({"mlstm-associative", "s4d-associative", "linear_attention-associative"})
 # Also slow: further sizes of a model whose default-sized case runs by default (chunks of one
-# step and of T beside 3, which does not divide T, and 16, longer than T; a window longer than
+# step, of T and of 16, longer than T, beside 3, which does not divide T; a window longer than
 # T; a third layer; a one-step convolution).
 SLOW_CASES |= {
     "mlstm-chunks-1",
     "mlstm-chunks-8",
+    "mlstm-chunks-16",
     "linear_attention-chunks-1",
     "linear_attention-chunks-8",
+    "linear_attention-chunks-16",
     "gtrxl-long-window",
     "lmu-long-window",
     "indrnn-3-layers",

@@ -151,7 +151,9 @@ ENV_OVERRIDES = [
 @pytest.mark.parametrize(
     ("env", "length", "truncations"),
     [
-        ("gymnax/Pendulum-v1", 256, 1),  # one truncation per env: the sparse call
+        # one truncation per env, the sparse call alone: under `pytest -m slow` (a learner of
+        # its own, 6 s of CPU); the two-truncation case makes the same sparse call first
+        pytest.param("gymnax/Pendulum-v1", 256, 1, marks=pytest.mark.slow),
         ("gymnax/Pendulum-v1", 512, 2),  # two per env: the second evaluated in the loop
         ("gymnax/MemoryChain-bsuite", 32, 0),  # terminations only
     ],

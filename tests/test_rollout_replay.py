@@ -68,13 +68,13 @@ def replay_deviations(exp, key, cases=((0, 0), (4, 0)), zero_carries: bool = Fal
 CASES = ((0, 0), (4, 0), (4, 3))
 
 
-# The default run replays one model of each kind of carry: a recurrent state (gru), a
-# memoroid's (memoroid), a window of inputs (framestack) and an attention cache (transformer).
-# The other models run under `pytest -m slow` (each compiles its own learner: 5-13 s of CPU);
-# their carries' chunking, resets and batch independence, on which the replay rests, are checked
-# for every model in the default run (tests/test_memory_properties.py,
-# tests/test_memory_references.py).
-DEFAULT_RUN_MODELS = ("gru", "memoroid", "framestack", "transformer")
+# The default run replays a recurrent state (gru) and a memoroid's (memoroid). The other
+# models, the windows of inputs (framestack) and attention caches (transformer) among them, run
+# under `pytest -m slow` (each compiles its own learner: 4-13 s of CPU), and every model's replay
+# runs in .ci/run's step of optimised programs (`-m ""`) after the default run; their carries'
+# chunking, resets and batch independence, on which the replay rests, are checked for every
+# model in the default run (tests/test_memory_properties.py, tests/test_memory_references.py).
+DEFAULT_RUN_MODELS = ("gru", "memoroid")
 
 
 def _models(names, default=DEFAULT_RUN_MODELS) -> list:
@@ -180,19 +180,18 @@ def test_burn_in_zero_is_todays_update():
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
 
+KEEPS = [
+    (0, 3, 4, 8, 12),
+    (0,),  # whole-rollout sequences: no buffer in the loop
+    (3, 8),  # step 0 not kept
+]
+
+
+# The attention cache (transformer) under `pytest -m slow` (one 10 s compile): the default run
+# keeps the same lists of steps with gru's carry; a window's carries are kept like any pytree.
 @pytest.mark.parametrize(
     ("model", "keeps"),
-    [
-        ("gru", [(0, 3, 4, 8, 12)]),
-        (
-            "transformer",
-            [
-                (0, 3, 4, 8, 12),
-                (0,),  # whole-rollout sequences: no buffer in the loop
-                (3, 8),  # step 0 not kept
-            ],
-        ),
-    ],
+    [("gru", KEEPS), pytest.param("transformer", KEEPS, marks=pytest.mark.slow)],
 )
 def test_rollout_keeping_equals_rollout(model, keeps):
     """``rollout_keeping`` (the rollout of ``system.rollout_carries=sequence_starts``) records the

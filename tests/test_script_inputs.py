@@ -196,13 +196,14 @@ TINY_BENCH = [
         ),
     ],
 )
-def test_benchmark_refuses_bad_rows_before_running_any(args, words, tmp_path):
+def test_benchmark_refuses_bad_rows_before_running_any(args, words, tmp_path, capsys):
     argv = [a.format(tmp=tmp_path) for a in args]
     network = [] if "--networks" in argv else ["--networks", "mlp"]
     out = [] if "--out" in argv else ["--out", str(tmp_path / "results.json")]
-    proc = run_script("benchmark.py", *TINY_BENCH, *network, *argv, *out, cwd=tmp_path)
-    one_line(proc.returncode, proc.stderr, BAD_INPUT, *words)
-    assert proc.stdout == ""  # no row ran
+    main = load_script("benchmark").main
+    code, stdout, err = call_main(main, [*TINY_BENCH, *network, *argv, *out], capsys)
+    one_line(code, err, BAD_INPUT, *words)
+    assert stdout == ""  # no row ran
     assert not (tmp_path / "results.json").exists()
 
 
@@ -270,11 +271,11 @@ def test_benchmark_failed_rows_exit_non_zero_after_writing(tmp_path, monkeypatch
         (["--models", "gru", "--out", "{tmp}/nope/bench.json"], ["does not exist"]),
     ],
 )
-def test_benchmark_memory_refuses_bad_settings_before_running(args, words, tmp_path):
+def test_benchmark_memory_refuses_bad_settings_before_running(args, words, tmp_path, capsys):
     argv = [a.format(tmp=tmp_path) for a in args]
-    proc = run_script("benchmark_memory.py", *argv, cwd=tmp_path)
-    one_line(proc.returncode, proc.stderr, BAD_INPUT, *words)
-    assert proc.stdout == ""
+    code, stdout, err = call_main(load_script("benchmark_memory").main, argv, capsys)
+    one_line(code, err, BAD_INPUT, *words)
+    assert stdout == ""
 
 
 def test_benchmark_memory_failed_rows_exit_non_zero_with_the_real_error(

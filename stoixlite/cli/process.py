@@ -10,8 +10,10 @@ stoixlite.rec_ppo`` and ``python -m stoixlite.evaluate``:
   reads of a broken checkpoint raise later from their worker threads (printed as bare tracebacks
   otherwise), and the ``KeyboardInterrupt`` that a Ctrl-C raised where Python cannot raise it
   (a garbage collector callback such as JAX's ``_xla_gc_callback``, a ``__del__``): the entry
-  point recorded that Ctrl-C and acts on it (:func:`stoixlite.run.signals.hold_ctrl_c`); every
-  other unraisable exception is reported as before.
+  point recorded that Ctrl-C and acts on it (:func:`stoixlite.run.signals.hold_ctrl_c`), and,
+  after such a Ctrl-C, the closed-socket ``ValueError`` of an asyncio event loop it left unclosed
+  (orbax reads through one), whose self-pipe socket the interpreter's teardown closed before the
+  loop's ``__del__`` ran; every other unraisable exception is reported as before.
 """
 
 from __future__ import annotations
@@ -40,10 +42,26 @@ def _drop_aborted_reads() -> None:
             return
         if isinstance(exc, KeyboardInterrupt):  # recorded by the entry point's handler
             return
+        if _event_loop_left_by_ctrl_c(unraisable):
+            return
         previous(unraisable)
 
     hook._drops_aborted_reads = True  # type: ignore[attr-defined]
     sys.unraisablehook = hook
+
+
+def _event_loop_left_by_ctrl_c(unraisable: Any) -> bool:
+    """Whether ``unraisable`` is an unclosed event loop's ``__del__`` failing on its closed
+    self-pipe (``ValueError: Invalid file descriptor: -1``) after a Ctrl-C stopped the process."""
+    from stoixlite.run.signals import ctrl_c_pending
+
+    exc = unraisable.exc_value
+    return (
+        ctrl_c_pending()
+        and isinstance(exc, ValueError)
+        and str(exc).startswith("Invalid file descriptor")
+        and getattr(unraisable.object, "__qualname__", "") == "BaseEventLoop.__del__"
+    )
 
 
 def exit_now(code: int) -> None:
