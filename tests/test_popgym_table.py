@@ -51,12 +51,18 @@ def table(*args: str) -> subprocess.CompletedProcess:
 def table_here(capsys, *args: str) -> subprocess.CompletedProcess:
     """The runner's ``main`` in this process, for the commands that train nothing (dry runs,
     refusals, reports): the same exit code and output as :func:`table` without a process start
-    and its imports. A refusal's exit (``SystemExit``) is its return code."""
+    and its imports. A refusal's exit (``SystemExit``) is its return code. The SIGINT handler
+    the runner installs is this process's again afterwards."""
+    import signal
+
     capsys.readouterr()
+    handler = signal.getsignal(signal.SIGINT)
     try:
         code = _runner().main(list(args))
     except SystemExit as stop:
         code = stop.code
+    finally:
+        signal.signal(signal.SIGINT, handler)
     out = capsys.readouterr()
     return subprocess.CompletedProcess(list(args), code, out.out, out.err)
 
