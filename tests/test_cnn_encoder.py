@@ -284,19 +284,20 @@ def test_actor_critic_on_uint8_frames_has_finite_nonzero_gradients():
     frames = jax.random.randint(jax.random.key(0), (t, b, 16, 16, 3), 0, 256).astype(jnp.uint8)
     start = jnp.zeros((t, b), bool).at[0].set(True).at[3, 1].set(True)
     carry = net.initialize_carry(b)
-    params = net.init(jax.random.key(1), carry, frames, start)
+    params = jax.jit(net.init)(jax.random.key(1), carry, frames, start)  # compiled: one program
     assert "convolutions" in params["params"]["actor_tower"]
-    _, (dist, value) = net.apply(params, carry, frames, start)
+    apply = jax.jit(net.apply)
+    _, (dist, value) = apply(params, carry, frames, start)
     assert value.shape == (t, b) and dist.logits.shape == (t, b, 4)
     # uint8 frames are read as float frames / 255
     as_float = frames.astype(jnp.float32) / 255.0
-    np.testing.assert_allclose(net.apply(params, carry, as_float, start)[1][1], value, rtol=1e-6)
+    np.testing.assert_allclose(apply(params, carry, as_float, start)[1][1], value, rtol=1e-6)
 
     def loss(p):
         _, (d, v) = net.apply(p, carry, frames, start)
         return jnp.sum(v**2) + jnp.sum(d.logits * jnp.arange(4.0))
 
-    grads = jax.grad(loss)(params)
+    grads = jax.jit(jax.grad(loss))(params)
     for path, g in jax.tree_util.tree_flatten_with_path(grads)[0]:
         name = jax.tree_util.keystr(path)
         assert np.all(np.isfinite(np.asarray(g))), name
@@ -418,7 +419,7 @@ def test_ppo_update_with_cnn_on_pixels_keeps_uint8_in_the_buffers():
     from stoixlite.ppo.rollout import rollout
 
     exp = build_pixel_run(["network=gru"])
-    state = exp.init_state(jax.random.PRNGKey(0))
+    state = jax.jit(exp.init_state)(jax.random.PRNGKey(0))
     assert state.timestep.observation.dtype == jnp.uint8
     _, traj, _, ends = jax.jit(
         lambda s: rollout(exp.network.apply, exp.env, s, 4, record_next_obs=True)

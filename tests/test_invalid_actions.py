@@ -161,24 +161,28 @@ def test_reported_reward_exploits_are_closed(name, difficulty, action):
 
 
 def test_silent_clamps_are_now_invalid_moves():
+    # (each env's reset and step compiled once, not run op by op)
     # bandit arm n never pays out
     bandit = make("popgym/multiarmed_bandit", difficulty="easy")
-    state, _ = bandit.reset(jax.random.PRNGKey(0))
+    state, _ = jax.jit(bandit.reset)(jax.random.PRNGKey(0))
+    step_with_uniform = jax.jit(bandit.step_with_uniform)
     for u in (0.0, 0.5, 0.999):
-        _, ts = bandit.step_with_uniform(state, jnp.int32(10), jnp.float32(u))
+        _, ts = step_with_uniform(state, jnp.int32(10), jnp.float32(u))
         assert float(ts.reward) < 0 and np.argmax(ts.observation) == 0
     # CartPole: an action other than 0/1 pushes neither way and earns nothing
     cart = make("popgym/position_only_cartpole", difficulty="easy")
-    state, _ = cart.reset(jax.random.PRNGKey(0))
-    pushed = {a: np.asarray(cart.step(state, jnp.int32(a))[0].physics) for a in (0, 1, 2, -1)}
+    state, _ = jax.jit(cart.reset)(jax.random.PRNGKey(0))
+    step = jax.jit(cart.step)
+    pushed = {a: np.asarray(step(state, jnp.int32(a))[0].physics) for a in (0, 1, 2, -1)}
     np.testing.assert_array_equal(pushed[2], pushed[-1])
     assert not np.array_equal(pushed[2], pushed[0]) and not np.array_equal(pushed[2], pushed[1])
-    assert float(cart.step(state, jnp.int32(2))[1].reward) == 0.0
+    assert float(step(state, jnp.int32(2))[1].reward) == 0.0
     # labyrinth: -1 and 4 stay in place, 4 shows NONE as the previous action
     maze = make("popgym/labyrinth_explore", difficulty="easy")
-    state, _ = maze.reset(jax.random.PRNGKey(0))
+    state, _ = jax.jit(maze.reset)(jax.random.PRNGKey(0))
+    step = jax.jit(maze.step)
     for action in (-1, 4, INT32_MAX):
-        new_state, ts = maze.step(state, jnp.int32(action))
+        new_state, ts = step(state, jnp.int32(action))
         np.testing.assert_array_equal(new_state.position, state.position)
         np.testing.assert_array_equal(new_state.explored, state.explored)
         assert np.asarray(ts.observation)[-5:].tolist() == [0, 0, 0, 0, 1]

@@ -191,7 +191,7 @@ def test_training_with_one_step_rollouts(network):
     one-step rollout; stateful and stateless data paths)."""
     overrides = ["system.rollout_length=1", "system.bptt_length=1", "arch.total_timesteps=12"]
     exp = build_run(run_config(ENV_OVERRIDES + overrides + [f"network={network}"]))
-    state = exp.init_state(jax.random.PRNGKey(0))
+    state = jax.jit(exp.init_state)(jax.random.PRNGKey(0))
     state, metrics = jax.jit(exp.update)(state)
     assert all(np.isfinite(np.asarray(v)).all() for v in metrics.values())
 

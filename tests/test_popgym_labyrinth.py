@@ -232,7 +232,7 @@ def test_equivalence_random_scripted_and_oracle(game, difficulty):
 @pytest.mark.parametrize("game", GAMES)
 def test_native_mazes_are_perfect_and_random_play_truncates(game):
     env, _ = envs(game, "hard")
-    states, first = jax.vmap(env.reset)(jax.random.split(jax.random.PRNGKey(3), 64))
+    states, first = jax.jit(jax.vmap(env.reset))(jax.random.split(jax.random.PRNGKey(3), 64))
     grids = np.asarray(states.grid)
     h, w = env.blocks
     blocks = grids[:, 1::2, 1::2] != maze.OBSTACLE

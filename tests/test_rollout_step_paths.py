@@ -48,7 +48,7 @@ def test_one_step_calls_equal_the_scan(name, strategy):
     x = jax.random.normal(jax.random.key(0), (2, B, F))
     w = jax.random.normal(jax.random.key(1), (2, B, H))
     carry = random_carry(model.initialize_carry(B), jax.random.key(2))
-    params = model.init(jax.random.key(3), carry, (x, START))
+    params = jax.jit(model.init)(jax.random.key(3), carry, (x, START))  # one program
     floats, treedef = jax.tree_util.tree_flatten(carry)
     is_float = [jnp.issubdtype(leaf.dtype, jnp.floating) for leaf in floats]
 

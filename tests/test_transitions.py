@@ -134,7 +134,7 @@ def test_stateless_networks_select_transitions():
 def test_transition_update_replays_rollout(network):
     """The full update on shuffled transitions keeps the rollout/replay identity."""
     exp = build_run(run_config(OVERRIDES + [f"network={network}", "system.epochs=2"]))
-    state = exp.init_state(jax.random.PRNGKey(0))
+    state = jax.jit(exp.init_state)(jax.random.PRNGKey(0))
     _, metrics = jax.jit(exp.update)(state)
     assert float(metrics["loss/first_ratio_max_dev"]) < 1e-5
     assert float(metrics["loss/first_value_max_dev"]) < 1e-5
@@ -147,11 +147,11 @@ def test_feedforward_is_purejaxrl_network():
     TwoTowers = load_script("purejaxrl_ppo").TwoTowers
 
     exp = build_run(run_config(["network=feedforward", "env=gymnax/CartPole-v1"]))
-    state = exp.init_state(jax.random.PRNGKey(0))
+    state = jax.jit(exp.init_state)(jax.random.PRNGKey(0))  # one program, not op by op
     p = state.params["params"]
     assert set(p) == {"actor_mlp", "critic_mlp", "pi", "v"}  # no encoder, no memory parameters
     ref = TwoTowers(num_actions=2)
-    ref_params = ref.init(jax.random.PRNGKey(1), jnp.zeros(4))
+    ref_params = jax.jit(ref.init)(jax.random.PRNGKey(1), jnp.zeros(4))
     mapping = {
         "actor0": p["actor_mlp"]["Dense_0"],
         "actor1": p["actor_mlp"]["Dense_1"],
@@ -162,8 +162,9 @@ def test_feedforward_is_purejaxrl_network():
     }
     assert jax.tree.map(jnp.shape, mapping) == jax.tree.map(jnp.shape, ref_params["params"])
     obs = jax.random.normal(jax.random.PRNGKey(2), (3, 5, 4))
-    _, (dist, value) = exp.network.apply(state.params, state.carry, obs, jnp.zeros((3, 5), bool))
-    ref_logits, ref_value = ref.apply({"params": mapping}, obs)
+    apply = jax.jit(exp.network.apply)
+    _, (dist, value) = apply(state.params, state.carry, obs, jnp.zeros((3, 5), bool))
+    ref_logits, ref_value = jax.jit(ref.apply)({"params": mapping}, obs)
     np.testing.assert_allclose(dist.logits, ref_logits, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(value, ref_value, rtol=1e-5, atol=1e-6)
 
