@@ -294,8 +294,9 @@ def launch(args, cell: Cell) -> Launch:
     env = dict(os.environ)
     if args.jobs > 1:  # several JAX processes on one GPU: no process takes most of its memory
         env.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    # Its own session: a Ctrl-C (or a SIGINT sent to the runner alone) reaches the runner, which
-    # passes exactly one SIGINT on to each training process (stop_all); a second one would abort.
+    # Its own process group (start_new_session): a Ctrl-C (or a SIGINT sent to the runner alone)
+    # reaches the runner, which passes exactly one SIGINT on to each training process (stop_all);
+    # a second one would abort.
     proc = subprocess.Popen(
         cmd, cwd=ROOT, stdout=subprocess.DEVNULL, env=env, start_new_session=True
     )
@@ -343,8 +344,8 @@ def finish(run: Launch, code: int) -> None:
 
 
 def stop_all(running: list[Launch], sig: int) -> None:
-    """Send ``sig`` to every training process (each in its own session: nothing else sent it),
-    wait for each clean stop and record it; a second Ctrl-C kills them."""
+    """Send ``sig`` to every training process (each in its own process group: nothing else sent
+    it), wait for each clean stop and record it; a second Ctrl-C kills them."""
     for run in running:
         if run.proc.poll() is None:
             run.proc.send_signal(sig)
