@@ -1,8 +1,9 @@
 """Ctrl-C at any moment from a training process's start to its first checkpoint: exit 130, one
 line on stderr, never a traceback, never a run that goes on to its end.
 
-Each case starts ``python -m stoixlite.rec_ppo`` on a tiny config in a fresh process and sends
-SIGINT once, some seconds after a sign of how far the process got: ``hydra`` (the process has
+Each case starts ``python -m stoixlite.rec_ppo`` on a tiny config in a fresh process (its own
+process group) and sends SIGINT once to the group, as a terminal's Ctrl-C does, some seconds
+after a sign of how far the process got: ``hydra`` (the process has
 mapped the YAML extension Hydra imports first: the entry point runs and holds Ctrl-C; then JAX
 and the envs are imported, the config composed), Hydra's ``.hydra/`` (the config is being
 parsed), ``config.yaml`` (the run is planned and compiles), ``metrics.jsonl`` (the first chunk is
@@ -42,20 +43,41 @@ LINES = (
 )
 
 
-def _start(run_dir: Path, cwd: Path, code: str | None = None) -> subprocess.Popen:
+def _start(
+    run_dir: Path, cwd: Path, code: str | None = None, extra: tuple[str, ...] = ()
+) -> subprocess.Popen:
+    """The run in a fresh process, in its own process group (a terminal's foreground job)."""
     entry = ["-c", code] if code is not None else ["-m", "stoixlite.rec_ppo"]
     return subprocess.Popen(
-        [sys.executable, *entry, *RUN, f"hydra.run.dir={run_dir}"],
+        [sys.executable, *entry, *RUN, *extra, f"hydra.run.dir={run_dir}"],
         cwd=cwd,
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        start_new_session=True,
     )
 
 
+def _group(proc: subprocess.Popen) -> list[str]:
+    """The command lines of the processes alive in ``proc``'s process group (its own included)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            cmdline = (stat.parent / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (OSError, IndexError):  # gone meanwhile
+            continue
+        if fields[0] != "Z" and int(fields[2]) == proc.pid:  # state, ppid, pgrp
+            found.append(cmdline)
+    return found
+
+
 def _reached(proc: subprocess.Popen, run_dir: Path, sign: str) -> bool:
-    """Whether the process got as far as ``sign`` (see the module docstring)."""
+    """Whether the process got as far as ``sign`` (see the module docstring; ``workers``: a
+    host env's first worker process is starting)."""
+    if sign == "workers":
+        return sum("forkserver" in cmd for cmd in _group(proc)) >= 2  # the server and a worker
     if sign != "hydra":
         return (run_dir / sign).exists()
     try:
@@ -82,16 +104,20 @@ def _check_stopped(proc: subprocess.Popen, run_dir: Path, moment: str) -> None:
     assert not (run_dir / "checkpoints" / LAST_CHECKPOINT).exists(), moment
 
 
-def _interrupt_at(tmp_path: Path, sign: str, after_s: float = 0.0) -> None:
+def _interrupt_at(
+    tmp_path: Path, sign: str, after_s: float = 0.0, extra: tuple[str, ...] = ()
+) -> subprocess.Popen:
     """Start a run, send SIGINT ``after_s`` seconds after it got to ``sign`` (see the module
-    docstring), and check how it ended."""
+    docstring) to its whole process group, as a terminal's Ctrl-C does, and check how it
+    ended."""
     run_dir = tmp_path / "run"
-    proc = _start(run_dir, tmp_path)
+    proc = _start(run_dir, tmp_path, extra=extra)
     _wait_for(proc, run_dir, sign)
     time.sleep(after_s)
     if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
+        os.killpg(proc.pid, signal.SIGINT)
     _check_stopped(proc, run_dir, f"{after_s} s after {sign}")
+    return proc
 
 
 # One moment for each line a Ctrl-C can end with runs by default; the other two (a fresh process
@@ -109,6 +135,29 @@ MOMENTS = [
 @pytest.mark.parametrize(("sign", "after_s"), MOMENTS)
 def test_ctrl_c_stops_the_run(tmp_path, sign, after_s):
     _interrupt_at(tmp_path, sign, after_s)
+
+
+ASYNC_HOST = ("env=gymnasium/CartPole-v1", "env.vector=async")
+
+
+@pytest.mark.parametrize(
+    "sign",
+    [
+        "workers",  # the training vector's workers are starting (each imports the entry point)
+        pytest.param("config.yaml", marks=pytest.mark.slow),  # the workers run; it compiles
+        pytest.param("metrics.jsonl", marks=pytest.mark.slow),  # the loop: it saves, stops
+    ],
+)
+def test_ctrl_c_stops_an_async_host_run_and_its_workers(tmp_path, sign):
+    """A terminal's Ctrl-C reaches every process of the job: the workers of an asynchronous host
+    env ignore it (no traceback from any of them), the run stops with its one line and ends
+    them."""
+    pytest.importorskip("gymnasium")
+    proc = _interrupt_at(tmp_path, sign, extra=ASYNC_HOST)
+    deadline = time.monotonic() + 30
+    while _group(proc) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _group(proc), _group(proc)  # the workers and the fork server ended with the run
 
 
 def _first_checkpoint_s(tmp_path: Path) -> float:

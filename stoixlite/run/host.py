@@ -39,7 +39,7 @@ import numpy as np
 
 from stoixlite.config.plan import plan_run
 from stoixlite.config.schema import RunConfig
-from stoixlite.envs.host.sources import host_source
+from stoixlite.envs.host.sources import HostSource, host_source
 from stoixlite.envs.host.vector import HostVector, to_device
 from stoixlite.envs.types import LAST, MID
 from stoixlite.ppo.finite import all_finite
@@ -56,6 +56,7 @@ from stoixlite.ppo.types import LearnerState, Transition
 from stoixlite.run.actor import ActorThread, InFlight, check_stop
 from stoixlite.run.build import Metrics, Run, _split, make_network
 from stoixlite.run.sharding import Placement, select_devices
+from stoixlite.run.signals import ctrl_c_deferred
 
 
 def _act(
@@ -327,12 +328,31 @@ class HostRun(Run):
     def new_vector(self, num_envs: int) -> HostVector:
         """Another vector of this run's env and settings (e.g. for the CLI evaluator)."""
         assert self.vector is not None
-        return HostVector(self.vector.source, num_envs, **self.vector.options)
+        (vector,) = start_vectors(self.vector.source, (num_envs,), self.vector.options)
+        return vector
 
     def close(self) -> None:
         """Discard the rollout in flight (if any), then end the envs (and their worker
         processes)."""
         _close(self._in_flight, *(v for v in (self.vector, self.eval_vector) if v is not None))
+
+
+def start_vectors(
+    source: HostSource, sizes: tuple[int, ...], options: dict[str, Any]
+) -> list[HostVector]:
+    """One :class:`HostVector` of ``source`` per size, each started whole: a Ctrl-C while its
+    workers start is acted on once they have (a worker whose start was cut could not be ended);
+    on an error or a Ctrl-C the vectors started so far are closed before it propagates."""
+    vectors: list[HostVector] = []
+    try:
+        for num_envs in sizes:
+            with ctrl_c_deferred():
+                vectors.append(HostVector(source, num_envs, **options))
+    except BaseException:
+        for vector in vectors:
+            vector.close()
+        raise
+    return vectors
 
 
 def build_host_run(cfg: RunConfig) -> HostRun:
@@ -346,23 +366,27 @@ def build_host_run(cfg: RunConfig) -> HostRun:
         obs_prev_reward=env_cfg.obs_prev_reward,
         obs_prev_action=env_cfg.obs_prev_action,
     )
-    vector = HostVector(source, ppo.num_envs, **options)
-    eval_vector = HostVector(source, cfg.arch.num_eval_envs, **options)
-    network = make_network(cfg.network, vector.specs)
-    run = HostRun(
-        config=cfg,
-        plan=plan,
-        ppo=ppo,
-        env=vector.specs,
-        network=network,
-        optimizer=make_optimizer(ppo),
-        update=None,  # type: ignore[arg-type]  (set by __post_init__)
-        learn_chunk=None,  # type: ignore[arg-type]
-        evaluate=None,  # type: ignore[arg-type]
-        placement=Placement.create(select_devices(1), 1),
-        vector=vector,
-        eval_vector=eval_vector,
-    )
+    vectors = start_vectors(source, (ppo.num_envs, cfg.arch.num_eval_envs), options)
+    vector, eval_vector = vectors
+    try:  # an error, or Ctrl-C, before the run owns the vectors: they end here
+        run = HostRun(
+            config=cfg,
+            plan=plan,
+            ppo=ppo,
+            env=vector.specs,
+            network=make_network(cfg.network, vector.specs),
+            optimizer=make_optimizer(ppo),
+            update=None,  # type: ignore[arg-type]  (set by __post_init__)
+            learn_chunk=None,  # type: ignore[arg-type]
+            evaluate=None,  # type: ignore[arg-type]
+            placement=Placement.create(select_devices(1), 1),
+            vector=vector,
+            eval_vector=eval_vector,
+        )
+    except BaseException:
+        for made in vectors:
+            made.close()
+        raise
     # The envs end with the run (a rolled-back run is rebuilt), or at the latest at exit.
     weakref.finalize(run, _close, run._in_flight, vector, eval_vector)
     return run

@@ -109,10 +109,14 @@ def train(
     """
     t = open_training(cfg, Path(run_dir), resume, sweep)
     num_chunks = t.run.plan.num_chunks
-    done = resume_is_finished(t, resume)
     start = time.perf_counter()
-    if not done:
-        t.learn = t.run.compile_programs(t.state, t.key)
+    try:
+        done = resume_is_finished(t, resume)
+        if not done:
+            t.learn = t.run.compile_programs(t.state, t.key)
+    except BaseException:  # Ctrl-C while compiling: a host run's envs and workers end here
+        t.run.close()
+        raise
     t.compile_s = time.perf_counter() - start
     t.collapse = CollapseWatch(t.cfg.system.lr, num_actions(t.run))
     ok = False
@@ -161,6 +165,23 @@ def open_training(cfg: RunConfig, run_dir: Path, resume: bool, sweep: str | None
         run_dir_outputs=",".join(held),
     )
     run = build_run(cfg)  # refuses device counts that do not fit, before anything is written
+    try:
+        return _open_built(cfg, run, run_dir, resume, sweep, held, afresh)
+    except BaseException:  # refused, or Ctrl-C: a host run's envs and workers end here
+        run.close()
+        raise
+
+
+def _open_built(
+    cfg: RunConfig,
+    run: Run,
+    run_dir: Path,
+    resume: bool,
+    sweep: str | None,
+    held: list[str],
+    afresh: bool,
+) -> Training:
+    """The rest of :func:`open_training` once ``run`` is built."""
     check_fits(run, run_devices(run))  # and a run that cannot fit in memory, before compiling
     if held:  # a new run would append to its records and mix its checkpoints with them
         raise RunDirInUseError(run_dir_in_use(run_dir, held))

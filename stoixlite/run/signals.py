@@ -77,6 +77,21 @@ def ctrl_c_raises() -> Iterator[None]:
         _CtrlC.raises = False
 
 
+@contextlib.contextmanager
+def ctrl_c_deferred() -> Iterator[None]:
+    """Within: a held Ctrl-C is recorded only, and raises on the way out where it would have
+    raised at once (inside :func:`ctrl_c_raises`). For steps that must not be cut midway:
+    starting worker processes, where a child whose start was cut could not be ended."""
+    raises = _CtrlC.raises
+    _CtrlC.raises = False
+    try:
+        yield
+    finally:
+        _CtrlC.raises = raises
+    if raises:
+        raise_if_ctrl_c()
+
+
 class TrainingInterrupted(SystemExit):
     """Raised after SIGINT/SIGTERM once the checkpoint of the current chunk is saved."""
 

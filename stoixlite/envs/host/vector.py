@@ -29,6 +29,9 @@ An env that raises, or a worker process that dies, raises :class:`HostEnvError` 
 from __future__ import annotations
 
 import contextlib
+import multiprocessing
+import signal
+import threading
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -56,7 +59,8 @@ class HostSpecs(Environment):
 
 class HostVector:
     """``num_envs`` copies of ``source`` (see the module docstring); ``asynchronous`` runs each in
-    its own worker process (started with ``spawn``: the parent runs JAX's threads)."""
+    its own worker process (:func:`worker_start_method`: never a fork of the parent, which runs
+    JAX's threads)."""
 
     def __init__(
         self,
@@ -77,15 +81,23 @@ class HostVector:
         )
         mode = gym.vector.AutoresetMode.SAME_STEP
         fns = [source.make] * num_envs
+        vec = None
         try:
-            if asynchronous:
-                self._vec = gym.vector.AsyncVectorEnv(fns, context="spawn", autoreset_mode=mode)
+            if asynchronous:  # made in two steps: the workers a failed start left can be ended
+                vec = gym.vector.AsyncVectorEnv.__new__(gym.vector.AsyncVectorEnv)
+                vec.__init__(fns, context=worker_start_method(), autoreset_mode=mode)
             else:
-                self._vec = gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
-        except Exception as err:
+                vec = gym.vector.SyncVectorEnv(fns, autoreset_mode=mode)
+        except BaseException as err:  # an env that raised, or Ctrl-C while the workers start
+            if vec is not None:
+                _end_workers(vec)
+                _drop_error_queue(vec)
+            if not isinstance(err, Exception):
+                raise
             raise HostEnvError(
                 f"{source.label}: the env vector did not start: {_line(err)}"
             ) from None
+        self._vec = vec
         self._env_space = self._vec.single_action_space
         specs: Environment = HostSpecs(source)
         self._augment = None
@@ -192,11 +204,53 @@ class HostVector:
             return
         try:
             vec.close(terminate=True) if self.asynchronous else vec.close()
-        except Exception:  # a worker died: end the others, and mark the vector closed
-            for process in getattr(vec, "processes", []):
-                if process.is_alive():
-                    process.terminate()
-            vec.closed = True
+        except Exception:  # a worker died: end the others
+            _end_workers(vec)
+        _drop_error_queue(vec)
+
+
+def _drop_error_queue(vec: Any) -> None:
+    """Release the asynchronous vector's error queue once its workers are gone: its semaphores
+    are freed now, not at interpreter teardown, which a process ended by Ctrl-C skips
+    (:func:`stoixlite.cli.process.exit_now`; Python's resource tracker would warn of them)."""
+    queue = getattr(vec, "error_queue", None)
+    if queue is not None:
+        queue.close()
+        vec.error_queue = None
+
+
+def _end_workers(vec: Any) -> None:
+    """End the worker processes of an asynchronous vector that cannot be closed in order (one
+    died, or it never finished starting), and mark it closed."""
+    for process in getattr(vec, "processes", []):
+        if process.is_alive():
+            process.terminate()
+    vec.closed = True
+
+
+def worker_start_method() -> str:
+    """How the asynchronous vector starts its workers: ``forkserver`` where the platform has it
+    (Linux, macOS), else ``spawn``; neither forks the parent, which runs JAX's threads.
+
+    The fork server is started here (once per process) with Ctrl-C ignored, and its workers
+    inherit that: a terminal's Ctrl-C, which reaches the whole foreground process group, stops
+    the run once, in the parent (which closes its workers), instead of raising
+    ``KeyboardInterrupt`` in every worker, at any moment of its start-up or its loop, each with
+    its traceback. Under ``spawn`` the workers keep Python's Ctrl-C.
+    """
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return "spawn"
+    from multiprocessing import forkserver
+
+    if threading.current_thread() is not threading.main_thread():
+        forkserver.ensure_running()  # handlers can only be set from the main thread
+        return "forkserver"
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    return "forkserver"
 
 
 # What the asynchronous vector raises when a worker process is gone.
