@@ -10,6 +10,10 @@ processes of an asynchronous vector register them too: ``gymnasium/host_env_fixt
 from __future__ import annotations
 
 import os
+import signal
+import tempfile
+import time
+from pathlib import Path
 
 import gymnasium as gym
 import numpy as np
@@ -35,14 +39,30 @@ class Clock(gym.Env):
         return self._obs(), float(self.t), self.t == self.end, False, {}
 
 
+def _first_to_claim(name: str) -> bool:
+    """Whether this process is the first to claim ``name`` (a file in the temp directory)."""
+    try:
+        os.close(os.open(Path(tempfile.gettempdir()) / name, os.O_CREAT | os.O_EXCL))
+    except FileExistsError:
+        return False
+    return True
+
+
 class Crash(Clock):
-    def __init__(self, after: int = 5, mode: str = "raise"):
+    """Fails at step ``after``: raises (``raise``), or its process exits (``exit``); with
+    ``sigterm`` (a process id) it first sends SIGTERM there, as a scheduler's signal to the whole
+    process group reaches the training process and its workers at once."""
+
+    def __init__(self, after: int = 5, mode: str = "raise", sigterm: int = 0):
         super().__init__(end=4)
-        self.after, self.mode, self.steps = after, mode, 0
+        self.after, self.mode, self.steps, self.sigterm = after, mode, 0, sigterm
 
     def step(self, action):
         self.steps += 1
         if self.steps >= self.after:
+            if self.sigterm and _first_to_claim(f"crash-sigterm-{self.sigterm}"):
+                os.kill(self.sigterm, signal.SIGTERM)  # once: a second one aborts at once
+            time.sleep(0.5 if self.sigterm else 0.0)  # the training process's handler has run
             if self.mode == "exit":
                 os._exit(3)
             raise RuntimeError("the simulator lost its licence server")

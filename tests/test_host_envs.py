@@ -4,6 +4,9 @@ the rollout/replay identity, truncation bootstrap, and a failing env worker."""
 from __future__ import annotations
 
 import json
+import os
+import tempfile
+from pathlib import Path
 
 import host_env_fixtures  # noqa: F401  (registers Clock-v0 and Crash-v0)
 import jax
@@ -210,6 +213,47 @@ def test_failed_worker_is_one_line_and_keeps_the_saved_chunk(tmp_path, mode):
     ]
     assert [r["step"] for r in records] == [32]
     assert (tmp_path / "run" / "checkpoints").is_dir()
+
+
+@pytest.mark.slow  # the default run covers a host run's Ctrl-C (test_ctrl_c_anytime)
+def test_a_stop_signal_that_also_ended_the_workers_is_a_stop(tmp_path):
+    """SIGTERM to a whole process group (a scheduler, ``kill -- -PGID``) reaches the workers of an
+    asynchronous run too: the chunk in progress cannot finish, and the run ends as the stop it
+    is (exit 128 + 15, one line with the ``resume=`` command of the newest checkpoint), not as
+    a failed env."""
+    from stoixlite.run.loop import train
+    from stoixlite.run.signals import TrainingInterrupted
+
+    cfg = run_config(
+        TINY
+        + [
+            "env.name='gymnasium/host_env_fixtures:Crash-v0'",
+            "+env.kwargs.mode=exit",
+            "+env.kwargs.after=20",
+            f"+env.kwargs.sigterm={os.getpid()}",
+            "env.vector=async",
+            "arch.num_envs=2",
+            "system.rollout_length=8",
+            "arch.total_timesteps=64",
+            "arch.num_evaluations=2",
+            "arch.target_return=null",
+        ]
+    )
+    claim = Path(tempfile.gettempdir()) / f"crash-sigterm-{os.getpid()}"  # one signal only
+    claim.unlink(missing_ok=True)
+    try:
+        with pytest.raises(TrainingInterrupted) as stop:
+            train(cfg, tmp_path / "run")
+    finally:
+        claim.unlink(missing_ok=True)
+    message = str(stop.value)
+    assert stop.value.code == 128 + 15 and "\n" not in message
+    assert message.startswith("stopped by SIGTERM; the chunk in progress was lost (")
+    assert "Crash-v0: a worker process died" in message
+    assert message.endswith(
+        f"resume from checkpoint 1 with `python -m stoixlite.rec_ppo resume={tmp_path / 'run'}`"
+    )
+    assert (tmp_path / "run" / "checkpoints" / "1").is_dir()
 
 
 def test_bad_host_env_configs_are_one_line():

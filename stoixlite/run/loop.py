@@ -35,6 +35,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from stoixlite.config.schema import RunConfig
+from stoixlite.envs.host.sources import HostEnvError
 from stoixlite.run.build import Run, build_run
 from stoixlite.run.distributed import check_agreement, is_primary
 from stoixlite.run.divergence import (
@@ -125,7 +126,12 @@ def train(
         with StopRequest() as stop:
             while t.host.chunk < num_chunks and not done:
                 chunk = t.host.chunk
-                record = learn_chunk(t, start)
+                try:
+                    record = learn_chunk(t, start)
+                except HostEnvError as err:  # e.g. SIGTERM to the process group ended the workers
+                    if stop.signum is None:
+                        raise
+                    raise stopped_mid_chunk(t, stop.signum, err) from None
                 if record is None:  # a non-finite chunk, rolled back
                     continue
                 if on_chunk_end is not None:
@@ -261,6 +267,15 @@ def learn_chunk(t: Training, start: float) -> dict[str, float] | None:
     t.recorder.log(record, per_seed)
     t.collapse.observe(record)
     return record
+
+
+def stopped_mid_chunk(t: Training, signum: int, err: Exception) -> TrainingInterrupted:
+    """The stop of a run whose chunk in progress failed after a stop signal arrived (a signal to
+    the whole process group, as schedulers and ``kill -- -PGID`` send, also ends a host env's
+    worker processes): reported as the stop it is, from the newest saved checkpoint."""
+    ckpt = t.recorder.checkpointer
+    saved = ckpt.latest_step() if ckpt is not None else None
+    return TrainingInterrupted(signum, t.run_dir, saved, lost=str(err))
 
 
 def end_chunk(t: Training, record: dict[str, float], start: float, signum: int | None) -> bool:

@@ -93,16 +93,29 @@ def ctrl_c_deferred() -> Iterator[None]:
 
 
 class TrainingInterrupted(SystemExit):
-    """Raised after SIGINT/SIGTERM once the checkpoint of the current chunk is saved."""
+    """Raised after SIGINT/SIGTERM once the checkpoint of the current chunk is saved; or, with
+    ``lost``, when the chunk after ``chunk`` could not be finished after the signal (the reason;
+    e.g. the signal also ended a host env's workers), ``chunk`` then being the newest saved
+    checkpoint (``None``: nothing saved)."""
 
-    def __init__(self, signum: int, run_dir: Path, chunk: int):
+    def __init__(self, signum: int, run_dir: Path, chunk: int | None, lost: str | None = None):
         super().__init__(128 + signum)
-        self.signum, self.run_dir, self.chunk = signum, run_dir, chunk
+        self.signum, self.run_dir, self.chunk, self.lost = signum, run_dir, chunk, lost
 
     def __str__(self) -> str:
+        name, resume = signal.Signals(self.signum).name, "python -m stoixlite.rec_ppo resume="
+        if self.lost is None:
+            return (
+                f"stopped by {name} after chunk {self.chunk}; resume with `{resume}{self.run_dir}`"
+            )
+        if self.chunk is None:
+            return (
+                f"stopped by {name}; the chunk in progress was lost ({self.lost}); nothing was "
+                f"saved in {self.run_dir}: the same command (or resume=) starts it afresh"
+            )
         return (
-            f"stopped by {signal.Signals(self.signum).name} after chunk {self.chunk}; resume with "
-            f"`python -m stoixlite.rec_ppo resume={self.run_dir}`"
+            f"stopped by {name}; the chunk in progress was lost ({self.lost}); resume from "
+            f"checkpoint {self.chunk} with `{resume}{self.run_dir}`"
         )
 
 
