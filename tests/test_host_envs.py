@@ -182,6 +182,25 @@ def test_failed_async_worker_is_one_line(mode):
     assert "\n" not in str(err.value) and "Crash-v0" in str(err.value)
 
 
+def _crashing_async_run(*overrides: str):
+    """An asynchronous run of two ``Crash-v0`` workers that fail at their 20th step (in the
+    second of two 32-step chunks), with ``overrides``."""
+    return run_config(
+        TINY
+        + [
+            "env.name='gymnasium/host_env_fixtures:Crash-v0'",
+            "+env.kwargs.after=20",
+            "env.vector=async",
+            "arch.num_envs=2",
+            "system.rollout_length=8",
+            "arch.total_timesteps=64",
+            "arch.num_evaluations=2",
+            "arch.target_return=null",
+            *overrides,
+        ]
+    )
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("mode", ["exit"])
 def test_failed_worker_is_one_line_and_keeps_the_saved_chunk(tmp_path, mode):
@@ -190,20 +209,7 @@ def test_failed_worker_is_one_line_and_keeps_the_saved_chunk(tmp_path, mode):
     from stoixlite.run.loop import train
     from stoixlite.tracking.files import METRICS_FILE
 
-    cfg = run_config(
-        TINY
-        + [
-            "env.name='gymnasium/host_env_fixtures:Crash-v0'",
-            f"+env.kwargs.mode={mode}",
-            "+env.kwargs.after=20",
-            "env.vector=async",
-            "arch.num_envs=2",
-            "system.rollout_length=8",
-            "arch.total_timesteps=64",
-            "arch.num_evaluations=2",
-            "arch.target_return=null",
-        ]
-    )
+    cfg = _crashing_async_run(f"+env.kwargs.mode={mode}")
     with pytest.raises(HostEnvError) as err:
         train(cfg, tmp_path / "run")
     message = str(err.value)
@@ -224,21 +230,7 @@ def test_a_stop_signal_that_also_ended_the_workers_is_a_stop(tmp_path):
     from stoixlite.run.loop import train
     from stoixlite.run.signals import TrainingInterrupted
 
-    cfg = run_config(
-        TINY
-        + [
-            "env.name='gymnasium/host_env_fixtures:Crash-v0'",
-            "+env.kwargs.mode=exit",
-            "+env.kwargs.after=20",
-            f"+env.kwargs.sigterm={os.getpid()}",
-            "env.vector=async",
-            "arch.num_envs=2",
-            "system.rollout_length=8",
-            "arch.total_timesteps=64",
-            "arch.num_evaluations=2",
-            "arch.target_return=null",
-        ]
-    )
+    cfg = _crashing_async_run("+env.kwargs.mode=exit", f"+env.kwargs.sigterm={os.getpid()}")
     claim = Path(tempfile.gettempdir()) / f"crash-sigterm-{os.getpid()}"  # one signal only
     claim.unlink(missing_ok=True)
     try:
