@@ -22,6 +22,7 @@ from stoixlite.results.popgym_report import (
     README_END,
     README_START,
     best_memory_model,
+    grouped_commands,
     load_cells,
 )
 from stoixlite.tracking.jsonl import read_jsonl
@@ -193,6 +194,24 @@ def test_interrupted_cells_resume_and_restart(trained_cells, tmp_path, capsys):
                    "--no-readme")  # fmt: skip
     assert broken.returncode == 2 and f"{mlp_record}" in broken.stdout, broken.stdout
     assert broken.stdout.count("\n") == 1 and "Traceback" not in broken.stderr
+
+
+def test_commands_that_differ_only_in_networks_are_merged():
+    train = "python scripts/popgym_table.py train"
+    commands = [
+        f"{train} --envs a --difficulties easy --networks mlp --seeds 10 11 12",
+        f"{train} --envs a --difficulties easy --networks gru --seeds 10 11 12",
+        f"{train} --envs a --difficulties easy --networks gru --seeds 10 11 12",
+        f"{train} --envs a --difficulties easy --networks lmu --seeds 10 11 12 --stop-at 0.99",
+        f"{train} --envs a --difficulties hard --networks memoroid",
+        f"{train} --envs b",
+    ]
+    assert grouped_commands(commands) == [
+        f"{train} --envs a --difficulties easy --networks gru mlp --seeds 10 11 12",
+        f"{train} --envs a --difficulties easy --networks lmu --seeds 10 11 12 --stop-at 0.99",
+        f"{train} --envs a --difficulties hard --networks memoroid",
+        f"{train} --envs b",
+    ]
 
 
 def test_random_policy_matches_popgym():
