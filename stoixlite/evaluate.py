@@ -14,13 +14,18 @@ reset at each episode start.
 Both returns are printed side by side: a policy learned on the port should score the same on the
 reference.
 
-Ctrl-C at any moment (importing, building, compiling, playing) ends it with one line and exit 130;
-it writes nothing.
+Ctrl-C at any moment (importing, building, compiling, playing) ends it with one line and exit 130
+(SIGTERM: 143); it writes nothing.
 """
 
 from __future__ import annotations
 
-from stoixlite.run.signals import ctrl_c_raises, hold_ctrl_c, raise_if_ctrl_c
+from stoixlite.run.signals import (
+    ctrl_c_raises,
+    hold_ctrl_c,
+    interrupted_exit_code,
+    raise_if_ctrl_c,
+)
 
 if __name__ == "__main__":  # before anything slow is imported: Ctrl-C is held from the start
     hold_ctrl_c()
@@ -235,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         hold_ctrl_c()  # a second Ctrl-C while this ends is recorded only
         print("interrupted: the evaluation stopped, nothing was written", file=sys.stderr)
-        return 130
+        return interrupted_exit_code()
     except (FileNotFoundError, ValueError, RuntimeError) as err:
         invalid = find_invalid_action_error(err)
         if invalid is not None:
@@ -268,5 +273,5 @@ if __name__ == "__main__":
     try:
         code = main()
     except KeyboardInterrupt:  # a Ctrl-C while the arguments were parsed or results printed
-        code = 130
+        code = interrupted_exit_code()
     exit_now(code)  # no interpreter teardown after an interrupted compile (see rec_ppo.Abandoned)

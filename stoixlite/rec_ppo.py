@@ -20,10 +20,11 @@ the sweep goes on (and ends non-zero, see :mod:`stoixlite.cli.sweep_callback`).
 Every way a run can end badly is one line on stderr and a non-zero exit: a config error (2); a
 non-finite loss or parameter, no intact checkpoint or an unwritable output (1); SIGINT/SIGTERM
 (128 + signal; the line is the exact ``resume=`` command); Ctrl-C before training started, e.g.
-while compiling (130, ending the process without interpreter teardown: see :class:`Abandoned`).
+while compiling (130; SIGTERM there: 143; ending the process without interpreter teardown: see
+:class:`Abandoned`).
 A run refused before it started removes the ``.hydra/`` files and empty log Hydra created for it.
 
-Ctrl-C is honoured at any moment from the process's start: it is held
+Ctrl-C (and SIGTERM, the same way) is honoured at any moment from the process's start: it is held
 (:func:`stoixlite.run.signals.hold_ctrl_c`) before Hydra or JAX is imported, raises at once only
 while the run is built, compiled and trained (:func:`~stoixlite.run.signals.ctrl_c_raises`), and
 is checked between the steps before and after; one that Python dropped (raised in a garbage
@@ -40,7 +41,6 @@ if __name__ == "__main__":  # before anything slow is imported: Ctrl-C is held f
 import logging
 import math
 import shutil
-import signal
 import sys
 import traceback
 from pathlib import Path
@@ -56,7 +56,13 @@ from stoixlite.cli.process import exit_now
 from stoixlite.config.parse import parse, parse_distributed
 from stoixlite.config.schema import RunConfig
 from stoixlite.config.strict import ConfigError
-from stoixlite.run.signals import ctrl_c_pending, ctrl_c_raises, raise_if_ctrl_c
+from stoixlite.run.signals import (
+    ctrl_c_pending,
+    ctrl_c_raises,
+    interrupted_exit_code,
+    raise_if_ctrl_c,
+    release_ctrl_c,
+)
 
 log = logging.getLogger("stoixlite")
 
@@ -96,7 +102,8 @@ def _interrupted_line(run_dir: Path) -> str:
 
 
 class Abandoned(SystemExit):
-    """Ctrl-C outside the training loop (building or compiling, or a second Ctrl-C): exit 130.
+    """Ctrl-C outside the training loop (building or compiling, or a second Ctrl-C): exit 130
+    (143 for a SIGTERM, which the entry point holds the same way).
 
     XLA's compiler can be interrupted midway (it checks for signals); the interpreter's teardown
     then crashes in native destructors (a segmentation fault, exit 139, after the one line). The
@@ -107,11 +114,11 @@ class Abandoned(SystemExit):
 
 def _abandon(run_dir: Path, output_dir: Path) -> NoReturn:
     """Ctrl-C before or outside the training loop: the one line, what Hydra created for a run
-    that never started removed (:func:`_remove_litter`), exit 130."""
+    that never started removed (:func:`_remove_litter`), exit 128 + the signal."""
     hold_ctrl_c()  # a second Ctrl-C while this ends is recorded only
     print(_interrupted_line(run_dir), file=sys.stderr)
     _remove_litter(output_dir)
-    raise Abandoned(130) from None
+    raise Abandoned(interrupted_exit_code()) from None
 
 
 def _job_failed(run_dir: Path, message: str, summary: str | None = None) -> float:
@@ -172,6 +179,8 @@ def main(cfg: DictConfig) -> float:
         RunDirInUseError,
         HostEnvError,
     ) as err:
+        if ctrl_c_pending():  # e.g. SIGTERM to the process group ended a host env's workers
+            _abandon(run_dir, Path(hydra_cfg.runtime.output_dir))
         if multirun:
             return _job_failed(run_dir, f"{type(err).__name__}: {err}\n")
         kind = "config error" if isinstance(err, ConfigError) else "error"
@@ -318,7 +327,7 @@ def cli(argv: list[str] | None = None) -> None:
         error = error or _output_dir_error(argv) or _value_error(cfg)
         if ctrl_c_pending():
             print("interrupted before the run started: nothing was written", file=sys.stderr)
-            raise Abandoned(130)
+            raise Abandoned(interrupted_exit_code())
         if error is not None:
             for line in error.splitlines():
                 print(f"config error: {line}", file=sys.stderr)
@@ -327,10 +336,9 @@ def cli(argv: list[str] | None = None) -> None:
         main()
         if ctrl_c_pending():  # after the run's own end (Hydra's closing steps)
             print("interrupted after the run ended", file=sys.stderr)
-            raise Abandoned(130)
+            raise Abandoned(interrupted_exit_code())
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGINT, previous)
+        release_ctrl_c(previous)
 
 
 if __name__ == "__main__":
@@ -339,4 +347,4 @@ if __name__ == "__main__":
     except Abandoned as stop:  # no interpreter teardown after an interrupted compile
         exit_now(int(stop.code))
     except KeyboardInterrupt:  # a second Ctrl-C while the first one's line was written
-        exit_now(130)
+        exit_now(interrupted_exit_code())

@@ -94,10 +94,12 @@ def _wait_for(proc: subprocess.Popen, run_dir: Path, sign: str) -> None:
         time.sleep(0.005)
 
 
-def _check_stopped(proc: subprocess.Popen, run_dir: Path, moment: str) -> None:
+def _check_stopped(
+    proc: subprocess.Popen, run_dir: Path, moment: str, sig: int = signal.SIGINT
+) -> None:
     out, err = proc.communicate(timeout=TIMEOUT_S)
     lines = [line for line in err.splitlines() if line.strip()]
-    assert proc.returncode == 130, (moment, proc.returncode, out, err)
+    assert proc.returncode == 128 + sig, (moment, proc.returncode, out, err)
     assert len(lines) == 1 and lines[0].startswith(LINES), (moment, err)
     assert "Traceback" not in out + err and "Exception ignored" not in err, (moment, err)
     assert "final eval return" not in out, (moment, out)
@@ -105,18 +107,22 @@ def _check_stopped(proc: subprocess.Popen, run_dir: Path, moment: str) -> None:
 
 
 def _interrupt_at(
-    tmp_path: Path, sign: str, after_s: float = 0.0, extra: tuple[str, ...] = ()
+    tmp_path: Path,
+    sign: str,
+    after_s: float = 0.0,
+    extra: tuple[str, ...] = (),
+    sig: int = signal.SIGINT,
 ) -> subprocess.Popen:
-    """Start a run, send SIGINT ``after_s`` seconds after it got to ``sign`` (see the module
-    docstring) to its whole process group, as a terminal's Ctrl-C does, and check how it
-    ended."""
+    """Start a run, send ``sig`` ``after_s`` seconds after it got to ``sign`` (see the module
+    docstring) to its whole process group, as a terminal's Ctrl-C (or a scheduler's SIGTERM)
+    does, and check how it ended."""
     run_dir = tmp_path / "run"
     proc = _start(run_dir, tmp_path, extra=extra)
     _wait_for(proc, run_dir, sign)
     time.sleep(after_s)
     if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGINT)
-    _check_stopped(proc, run_dir, f"{after_s} s after {sign}")
+        os.killpg(proc.pid, sig)
+    _check_stopped(proc, run_dir, f"{after_s} s after {sign}", sig)
     return proc
 
 
@@ -158,6 +164,19 @@ def test_ctrl_c_stops_an_async_host_run_and_its_workers(tmp_path, sign):
     while _group(proc) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _group(proc), _group(proc)  # the workers and the fork server ended with the run
+
+
+@pytest.mark.parametrize(
+    "sign",
+    [
+        pytest.param("hydra", marks=pytest.mark.slow),  # imports: recorded, acted on next
+        "config.yaml",  # compiling: interrupted midway
+    ],
+)
+def test_sigterm_before_training_is_a_stop(tmp_path, sign):
+    """SIGTERM (a scheduler, ``kill``, ``timeout``) before the training loop is held as Ctrl-C
+    is: one line, exit 143, nothing trained, never a silent death."""
+    _interrupt_at(tmp_path, sign, 0.5 if sign == "hydra" else 0.0, sig=signal.SIGTERM)
 
 
 def _first_checkpoint_s(tmp_path: Path) -> float:
@@ -230,7 +249,10 @@ def finished_run(tmp_path_factory) -> Path:
     return run_dir
 
 
-@pytest.mark.parametrize("after_s", [0.3, 1.5, 4.0])  # imports; building; compiling or playing
+@pytest.mark.parametrize(
+    "after_s",  # imports (as the training entry point's); building; compiling or playing
+    [pytest.param(0.3, marks=pytest.mark.slow), 1.5, 4.0],
+)
 def test_ctrl_c_stops_an_evaluation(finished_run, tmp_path, after_s):
     """``python -m stoixlite.evaluate`` interrupted: exit 130, one line, no traceback, nothing
     written (or, where it already ended, its normal result)."""

@@ -1,7 +1,8 @@
 """Stopping a run cleanly: SIGINT/SIGTERM become a stop request checked between chunks.
 
-Before the training loop, a command-line process holds Ctrl-C itself (:func:`hold_ctrl_c`,
-installed by the entry point before anything slow is imported): the signal is recorded, and
+Before the training loop, a command-line process holds Ctrl-C and SIGTERM itself
+(:func:`hold_ctrl_c`, installed by the entry point before anything slow is imported; "Ctrl-C"
+below means either): the signal is recorded, and
 raises ``KeyboardInterrupt`` only inside :func:`ctrl_c_raises` (where the entry point handles it,
 e.g. to stop XLA's compiler midway). Elsewhere (imports, where an interrupted extension module
 becomes an ``ImportError``; Hydra's own code) it is only recorded and acted on at the next check
@@ -23,34 +24,56 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 
+# The stop signals an entry point holds: Ctrl-C, and SIGTERM (schedulers, ``kill``, ``timeout``).
+HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 class _CtrlC:
-    """The process's Ctrl-C as held by :func:`hold_ctrl_c`: whether one arrived, and whether
-    one raises at once."""
+    """The process's Ctrl-C (or SIGTERM) as held by :func:`hold_ctrl_c`: whether one arrived,
+    which came first, and whether one raises at once."""
 
     pending: bool = False
     raises: bool = False
+    signum: int = signal.SIGINT
 
 
 def _record_ctrl_c(signum: int, frame: Any) -> None:
+    if not _CtrlC.pending:
+        _CtrlC.signum = signum
     _CtrlC.pending = True
     if _CtrlC.raises:
         raise KeyboardInterrupt
 
 
-def hold_ctrl_c() -> Any:
-    """Record Ctrl-C (SIGINT) in this process from now on instead of raising it anywhere; returns
-    the handler it replaced. For entry points only, from the main thread (elsewhere it does
-    nothing and returns ``None``); it also applies where the process was started with SIGINT
-    ignored (a background job of a script, some test harnesses): Ctrl-C means stop. Held
-    already, it only stops raising: a Ctrl-C recorded so far stays pending."""
+def hold_ctrl_c() -> dict[int, Any] | None:
+    """Record Ctrl-C (SIGINT) and SIGTERM in this process from now on instead of raising or
+    dying anywhere (both are called Ctrl-C below: each means stop); returns the handlers it
+    replaced, by signal. For entry points only, from the main thread (elsewhere it does nothing
+    and returns ``None``); it also applies where the process was started with SIGINT ignored (a
+    background job of a script, some test harnesses): Ctrl-C means stop. Held already, it only
+    stops raising: a Ctrl-C recorded so far stays pending."""
     if threading.current_thread() is not threading.main_thread():
         return None
     _CtrlC.raises = False
-    previous = signal.getsignal(signal.SIGINT)
-    if previous is _record_ctrl_c:
+    previous = {sig: signal.getsignal(sig) for sig in HELD_SIGNALS}
+    if previous[signal.SIGINT] is _record_ctrl_c:
         return previous
-    _CtrlC.pending = False
-    return signal.signal(signal.SIGINT, _record_ctrl_c)
+    _CtrlC.pending, _CtrlC.signum = False, signal.SIGINT
+    for sig in HELD_SIGNALS:
+        signal.signal(sig, _record_ctrl_c)
+    return previous
+
+
+def release_ctrl_c(previous: dict[int, Any] | None) -> None:
+    """Put back the handlers :func:`hold_ctrl_c` replaced (its return value)."""
+    for sig, handler in (previous or {}).items():
+        signal.signal(sig, handler)
+
+
+def interrupted_exit_code() -> int:
+    """The exit code of a process stopped by a held Ctrl-C: 128 + the signal that came first
+    (130 for SIGINT, 143 for SIGTERM; 130 where Python raised the ``KeyboardInterrupt``)."""
+    return 128 + int(_CtrlC.signum if _CtrlC.pending else signal.SIGINT)
 
 
 def ctrl_c_pending() -> bool:
