@@ -126,14 +126,16 @@ def _interrupt_at(
     return proc
 
 
-# One moment for each line a Ctrl-C can end with runs by default; the other two (a fresh process
-# each, importing JAX) under `pytest -m slow`, which also runs every quarter second
-# (test_ctrl_c_stops_the_run_at_every_moment).
+# One moment for each line a Ctrl-C can end with runs by default (the compile's with SIGTERM);
+# the others (a fresh process each, importing JAX) under `pytest -m slow`, which also runs every
+# quarter second (test_ctrl_c_stops_the_run_at_every_moment).
 MOMENTS = [
     pytest.param("hydra", 0.0, marks=pytest.mark.slow),  # the entry point's imports
     ("hydra", 1.0),  # JAX's and the envs' imports, the config composed
     pytest.param(".hydra", 0.0, marks=pytest.mark.slow),  # the config parsed and checked
-    ("config.yaml", 0.0),  # right after the run is planned: it compiles
+    # right after the run is planned: it compiles (by default with SIGTERM, which the entry point
+    # holds the same way: test_sigterm_before_training_is_a_stop)
+    pytest.param("config.yaml", 0.0, marks=pytest.mark.slow),
     ("metrics.jsonl", 0.0),  # the first chunk logged, its checkpoint written
 ]
 
@@ -250,8 +252,8 @@ def finished_run(tmp_path_factory) -> Path:
 
 
 @pytest.mark.parametrize(
-    "after_s",  # imports (as the training entry point's); building; compiling or playing
-    [pytest.param(0.3, marks=pytest.mark.slow), 1.5, 4.0],
+    "after_s",  # imports, building (as the training entry point's); compiling or playing
+    [pytest.param(0.3, marks=pytest.mark.slow), pytest.param(1.5, marks=pytest.mark.slow), 4.0],
 )
 def test_ctrl_c_stops_an_evaluation(finished_run, tmp_path, after_s):
     """``python -m stoixlite.evaluate`` interrupted: exit 130, one line, no traceback, nothing
