@@ -436,9 +436,9 @@ def test_a_record_trained_with_other_settings_trains_afresh(tmp_path, capsys):
     from stoixlite.results.popgym_records import changed_settings, write_record
 
     runner = _runner()
-    shipped = ROOT / "results" / "popgym_table" / "autoencode" / "easy" / "gru.json"
+    shipped = ROOT / "results" / "popgym_table" / "autoencode" / "easy" / "memoroid.json"
     record = read_record(shipped)
-    cell = ["env=popgym/autoencode", "env.difficulty=easy", "network=gru"]
+    cell = ["env=popgym/autoencode", "env.difficulty=easy", "network=memoroid"]
     assert changed_settings(record, run_config(cell)) == []
     assert changed_settings(record, run_config([*cell, "system.lr=0.1"])) == ["system.lr"]
     assert changed_settings(record, run_config([*cell, "arch.seed=5"])) == []  # not a setting
@@ -454,13 +454,13 @@ def test_a_record_trained_with_other_settings_trains_afresh(tmp_path, capsys):
     ]
 
     records = tmp_path / "records"
-    path = records / "autoencode" / "easy" / "gru.json"
+    path = records / "autoencode" / "easy" / "memoroid.json"
     path.parent.mkdir(parents=True)
     write_record(path, record)
-    args = ["train", "--envs", "autoencode", "--difficulties", "easy", "--networks", "gru",
+    args = ["train", "--envs", "autoencode", "--difficulties", "easy", "--networks", "memoroid",
             "--records", str(records), "--out", str(tmp_path / "o"), "--dry-run"]  # fmt: skip
     dry = table_here(capsys, *args)
-    assert "autoencode easy gru: done, skipped" in dry.stdout, dry.stdout + dry.stderr
+    assert "autoencode easy memoroid: done, skipped" in dry.stdout, dry.stdout + dry.stderr
     stale = json.loads(json.dumps(record))
     stale["config"]["system"]["lr"] = 0.1
     write_record(path, stale)
