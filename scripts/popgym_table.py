@@ -36,8 +36,9 @@ uncommitted changes to tracked files (a record names the commit it ran at) unles
 others go on, and the exit status is 1.
 
 ``report`` reads the records below ``--records`` and writes ``--doc`` (default
-``docs/popgym_table.md``) and ``--figure`` (:mod:`stoixlite.results.popgym_report`); it needs
-no run directory.
+``docs/popgym_table.md``), ``--runs-doc`` (every trained model and its command; default beside
+``--doc``, ``docs/popgym_table_runs.md``) and ``--figure``
+(:mod:`stoixlite.results.popgym_report`); it needs no run directory.
 """
 
 from __future__ import annotations
@@ -533,6 +534,12 @@ def main(argv: list[str] | None = None) -> int:
     rp = sub.add_parser("report", help="write the table and the figure from the records")
     rp.add_argument("--records", type=Path, default=RECORDS)
     rp.add_argument("--doc", type=Path, default=ROOT / "docs" / "popgym_table.md")
+    rp.add_argument(
+        "--runs-doc",
+        type=Path,
+        default=None,
+        help="the page of every trained model (default: beside --doc, <doc>_runs.md)",
+    )
     rp.add_argument("--figure", type=Path, default=ROOT / "docs" / "img" / "popgym_table.png")
     rp.add_argument(
         "--readme",

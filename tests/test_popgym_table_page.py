@@ -1,5 +1,6 @@
-"""docs/popgym_table.md and the README's POPGym block are exactly what the committed records in
-``results/popgym_table/`` make: the page is rebuilt from the records alone and compared."""
+"""docs/popgym_table.md, docs/popgym_table_runs.md and the README's POPGym block are exactly what
+the committed records in ``results/popgym_table/`` make: the pages are rebuilt from the records
+alone and compared."""
 
 from __future__ import annotations
 
@@ -62,9 +63,10 @@ def test_committed_page_and_readme_block_are_rebuilt_from_the_records(tmp_path):
         random_episodes=0,
     )
     assert write_report(args) == 0
-    assert doc.read_text() == (ROOT / "docs" / "popgym_table.md").read_text(), (
-        "docs/popgym_table.md differs from the records: run python scripts/popgym_table.py report"
-    )
+    for page in ("popgym_table.md", "popgym_table_runs.md"):
+        assert (doc.parent / page).read_text() == (ROOT / "docs" / page).read_text(), (
+            f"docs/{page} differs from the records: run python scripts/popgym_table.py report"
+        )
     assert readme.read_text() == (ROOT / "README.md").read_text(), (
         "README.md's POPGym block differs from the records: run scripts/popgym_table.py report"
     )

@@ -408,7 +408,7 @@ short noisy episodes and lower where few episodes end in an update. **final eval
 evaluation (64 episodes, greedy or sampled as the env's config says). **random**: the uniformly
 random policy (512 episodes of the JAX port). A cell marked *interrupted* (≥) was stopped before
 its budget: its MMER is a lower bound. A result marked † was trained with settings that have
-changed since (the keys are in its record and in the detail table): `train` trains it again.
+changed since (the keys are in its record and on [{runs}]({runs})): `train` trains it again.
 Cells named `model+variant` ran with the overrides in
 their record (ablations); the summary columns use the shipped configs only.
 
@@ -512,12 +512,11 @@ def grouped_commands(commands: Iterable[str]) -> list[str]:
     )
 
 
-def render(cells: Cells, randoms: dict[str, float], figure_rel: str | None) -> str:
-    commands = grouped_commands(
-        m.record["command"] for models in cells.values() for m in models.values()
-    )
+def render(cells: Cells, randoms: dict[str, float], figure_rel: str | None, runs_rel: str) -> str:
+    """The table's page: provenance, targets, the summary per cell and how to rebuild it;
+    ``runs_rel`` links the page of every trained model (:func:`render_runs`)."""
     parts = [
-        INTRO.format(label=LABEL, budgets=budget_text(cells)),
+        INTRO.format(label=LABEL, budgets=budget_text(cells), runs=runs_rel),
         *provenance(cells),
         "",
         "## Where the cells stand",
@@ -538,11 +537,9 @@ def render(cells: Cells, randoms: dict[str, float], figure_rel: str | None) -> s
         "",
         "## Every trained model",
         "",
-        "difference: the paper's statistic minus the per-update MMER (mean over seeds). wall s:",
-        "the run's own clock (compile and evaluations included, summed over resumes). on: where",
-        "the last attempt ran and how many cells trained side by side there.",
-        "",
-        *detail_table(cells),
+        "Per model and cell (ablations and the other memory models included): seeds, steps, both",
+        "MMERs and their difference, the 95 % interval, final and best evaluation, wall time and",
+        f"where it ran, and the command that trained it: [{runs_rel}]({runs_rel}).",
         "",
         "## Rebuilding the table",
         "",
@@ -558,14 +555,46 @@ def render(cells: Cells, randoms: dict[str, float], figure_rel: str | None) -> s
         "`results/popgym_table/`). On one H200, 3 to 13 cells at once each came to 20-25 s",
         "of the GPU per 2M-step cell: the GPU, not the host, sets the pace.",
         *wall_lines(cells),
-        "The cells here came from:",
-        "",
-        "```",
-        *commands,
-        "```",
         "",
     ]
     return "\n".join(parts)
+
+
+COLUMN_NOTES = (
+    "difference: the paper's statistic minus the per-update MMER (mean over seeds). wall s:",
+    "the run's own clock (compile and evaluations included, summed over resumes). on: where",
+    "the last attempt ran and how many cells trained side by side there.",
+)
+
+
+def render_runs(cells: Cells, page_rel: str) -> str:
+    """The page of every trained model (``page_rel``: the table's page, linked back): one row
+    per record, then the ``train`` commands the records came from."""
+    commands = grouped_commands(
+        m.record["command"] for models in cells.values() for m in models.values()
+    )
+    return "\n".join(
+        [
+            "# The POPGym table: every trained model",
+            "",
+            f"Made with [{page_rel}]({page_rel}) by `python scripts/popgym_table.py report` from",
+            "the records in `results/popgym_table/`; do not edit by hand. MMER, statistics and",
+            f"marks (≥, †) as on [{page_rel}]({page_rel}).",
+            "",
+            *COLUMN_NOTES,
+            "",
+            *detail_table(cells),
+            "",
+            "## The commands",
+            "",
+            "The cells here came from:",
+            "",
+            "```",
+            *commands,
+            "```",
+            "",
+        ]
+    )
 
 
 def _link(target: Path, page: Path) -> str:
@@ -576,10 +605,17 @@ def _link(target: Path, page: Path) -> str:
         return str(target)
 
 
+def runs_page(args) -> Path:
+    """Where the page of every trained model goes: ``args.runs_doc`` where given, else beside
+    ``args.doc`` as ``<doc>_runs.md`` (docs/popgym_table.md -> docs/popgym_table_runs.md)."""
+    given = getattr(args, "runs_doc", None)
+    return given if given is not None else args.doc.with_name(f"{args.doc.stem}_runs.md")
+
+
 def write_report(args) -> int:
-    """``scripts/popgym_table.py report``: write ``args.doc`` and ``args.figure`` from the
-    records below ``args.records``. Exit 2 with one line when there is nothing to report or a
-    file cannot be read or written."""
+    """``scripts/popgym_table.py report``: write ``args.doc``, the page of every trained model
+    (:func:`runs_page`) and ``args.figure`` from the records below ``args.records``. Exit 2 with
+    one line when there is nothing to report or a file cannot be read or written."""
     from stoixlite.results.popgym_records import RecordError, write_randoms
 
     try:
@@ -610,12 +646,18 @@ def write_report(args) -> int:
         print(f"error: cannot write --figure {args.figure}: {err.strerror or err}")
         return 2
     rel = _link(args.figure, args.doc) if drawn else None
+    runs_doc = runs_page(args)
     try:
-        args.doc.write_text(render(cells, randoms, rel))
+        args.doc.write_text(render(cells, randoms, rel, _link(runs_doc, args.doc)))
     except OSError as err:
         print(f"error: cannot write --doc {args.doc}: {err.strerror or err}")
         return 2
-    wrote = [str(args.doc)] + ([str(args.figure)] if drawn else [])
+    try:
+        runs_doc.write_text(render_runs(cells, _link(args.doc, runs_doc)))
+    except OSError as err:
+        print(f"error: cannot write --runs-doc {runs_doc}: {err.strerror or err}")
+        return 2
+    wrote = [str(args.doc), str(runs_doc)] + ([str(args.figure)] if drawn else [])
     if args.readme is not None:
         image = _link(args.figure, args.readme) if drawn else None
         error = update_readme(args.readme, readme_block(cells, image))
