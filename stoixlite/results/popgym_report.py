@@ -23,7 +23,7 @@ from stoixlite.results.stats import LABEL, SeedSummary, summarize_seeds
 MEMORYLESS = ("mlp", "feedforward", "identity")
 COLUMNS = ("mlp", "gru", "memoroid")  # the models every cell trains
 SLACK = 0.02  # a cell "meets" the paper's GRU at or above its MMER minus this
-CEILING = 0.999  # a mean at or above this is at the return's maximum (1.0)
+CEILING = 0.99  # a mean at or above this is at the return's maximum (1.0): within 1 % of it
 # Targets named for single cells: (env, difficulty, threshold).
 NAMED_TARGETS = (
     ("repeat_previous", "medium", 0.5),
@@ -270,7 +270,9 @@ def target_lines(cells: Cells, docs: str = "") -> list[str]:
         f"- Some stoixlite model at or above the paper's GRU minus {SLACK}: {len(best_meets)} "
         f"of {len(run)} (target: 24 of 24).",
         f"- Above the paper's best model by more than the seeds' 95 % interval, not at the 1.0 "
-        f"ceiling: {len(above)} (target: 8)" + (": " + "; ".join(above) if above else "") + ".",
+        f"ceiling (a mean of {CEILING} or more): {len(above)} (target: 8)"
+        + (": " + "; ".join(above) if above else "")
+        + ".",
     ]
     if gru_below:
         lines.append("- Our gru below the paper's GRU: " + "; ".join(gru_below) + ".")
