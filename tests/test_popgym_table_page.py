@@ -58,6 +58,7 @@ def test_committed_page_and_readme_block_are_rebuilt_from_the_records(tmp_path):
     args = Namespace(
         records=RECORDS,
         doc=doc,
+        runs_doc=None,
         figure=tmp_path / "docs" / "img" / "popgym_table.png",
         readme=readme,
         random_episodes=0,
@@ -91,8 +92,8 @@ def test_a_garbled_record_is_named_in_one_line(tmp_path, garble, capsys):
     (tmp_path / "a" / "easy").mkdir(parents=True)
     (tmp_path / "a" / "easy" / "gru.json").write_text(garble)
     args = Namespace(
-        records=tmp_path, doc=tmp_path / "d.md", figure=tmp_path / "f.png", readme=None,
-        random_episodes=0,
+        records=tmp_path, doc=tmp_path / "d.md", runs_doc=None, figure=tmp_path / "f.png",
+        readme=None, random_episodes=0,
     )  # fmt: skip
     assert write_report(args) == 2
     out = capsys.readouterr().out.strip().splitlines()
@@ -121,3 +122,14 @@ def test_docs_quote_the_tables_cells_as_the_records_give_them():
     assert misquoted(table + "| autoencode easy | nope | 0.1 | x |", cells)[1] == [
         "autoencode easy nope: no record with results"
     ]
+
+
+def test_an_unwritable_runs_page_is_named_in_one_line(tmp_path, capsys):
+    """``report --runs-doc`` naming a folder: one line naming the option, exit 2."""
+    args = Namespace(
+        records=RECORDS, doc=tmp_path / "d.md", runs_doc=tmp_path, figure=tmp_path / "f.png",
+        readme=None, random_episodes=0,
+    )  # fmt: skip
+    assert write_report(args) == 2
+    out = capsys.readouterr().out.strip().splitlines()
+    assert out == [f"error: cannot write --runs-doc {tmp_path}: Is a directory"], out

@@ -610,8 +610,9 @@ def _link(target: Path, page: Path) -> str:
 def runs_page(args) -> Path:
     """Where the page of every trained model goes: ``args.runs_doc`` where given, else beside
     ``args.doc`` as ``<doc>_runs.md`` (docs/popgym_table.md -> docs/popgym_table_runs.md)."""
-    given = getattr(args, "runs_doc", None)
-    return given if given is not None else args.doc.with_name(f"{args.doc.stem}_runs.md")
+    if args.runs_doc is not None:
+        return args.runs_doc
+    return args.doc.with_name(f"{args.doc.stem}_runs.md")
 
 
 def write_report(args) -> int:
