@@ -5,6 +5,8 @@ processes of an asynchronous vector register them too: ``gymnasium/host_env_fixt
   when ``t == end`` (``end=0``: never), under a ``TimeLimit`` of ``limit`` steps (default 3).
 * ``Crash-v0``: a ``Clock-v0`` that raises (``mode="raise"``) or kills its process
   (``mode="exit"``) on its ``after``-th step.
+* ``DieOnStart-v0``: a ``Clock-v0`` whose process exits when it is made anywhere but in the
+  process ``parent`` (a worker killed while an asynchronous vector starts).
 """
 
 from __future__ import annotations
@@ -69,6 +71,17 @@ class Crash(Clock):
         return super().step(action)
 
 
+class DieOnStart(Clock):
+    """Made in the process ``parent`` (which reads the spaces), a ``Clock-v0``; made in any
+    other process (a worker), that process exits at once."""
+
+    def __init__(self, parent: int):
+        if os.getpid() != parent:
+            os._exit(3)
+        super().__init__()
+
+
 if "Clock-v0" not in gym.registry:
     gym.register("Clock-v0", entry_point=Clock, max_episode_steps=3)
     gym.register("Crash-v0", entry_point=Crash)
+    gym.register("DieOnStart-v0", entry_point=DieOnStart)

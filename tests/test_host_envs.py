@@ -182,6 +182,36 @@ def test_failed_async_worker_is_one_line(mode):
     assert "\n" not in str(err.value) and "Crash-v0" in str(err.value)
 
 
+def test_failed_async_start_is_one_line_and_frees_its_semaphores(monkeypatch):
+    """Workers that die while an asynchronous vector starts (a scheduler's SIGTERM reaches the
+    whole process group): one line, and the semaphores of the vector's shared buffers and error
+    queue are freed at once, while the error is still held (a run that stops on it exits without
+    interpreter teardown, and Python's resource tracker would report them leaked)."""
+    from multiprocessing import resource_tracker
+
+    made, live = [], set()
+    register, unregister = resource_tracker.register, resource_tracker.unregister
+
+    def tracked_register(name: str, rtype: str) -> None:
+        made.append(name)
+        live.add(name)
+        register(name, rtype)
+
+    def tracked_unregister(name: str, rtype: str) -> None:
+        live.discard(name)
+        unregister(name, rtype)
+
+    monkeypatch.setattr(resource_tracker, "register", tracked_register)
+    monkeypatch.setattr(resource_tracker, "unregister", tracked_unregister)
+    label = "gymnasium/host_env_fixtures:DieOnStart-v0"
+    source = host_source(label, None, {"parent": os.getpid()})
+    with pytest.raises(HostEnvError) as err:
+        HostVector(source, 2, asynchronous=True)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"{label}: the env vector did not start: ")
+    assert made and not live
+
+
 def _crashing_async_run(*overrides: str):
     """An asynchronous run of two ``Crash-v0`` workers that fail at their 20th step (in the
     second of two 32-step chunks), with ``overrides``."""

@@ -32,6 +32,7 @@ import contextlib
 import multiprocessing
 import signal
 import threading
+import traceback
 import warnings
 from collections.abc import Iterator
 from typing import Any
@@ -81,7 +82,7 @@ class HostVector:
         )
         mode = gym.vector.AutoresetMode.SAME_STEP
         fns = [source.make] * num_envs
-        vec = None
+        vec, failure = None, None
         try:
             if asynchronous:  # made in two steps: the workers a failed start left can be ended
                 vec = gym.vector.AsyncVectorEnv.__new__(gym.vector.AsyncVectorEnv)
@@ -92,11 +93,15 @@ class HostVector:
             if vec is not None:
                 _end_workers(vec)
                 _drop_error_queue(vec)
+            # The failed start's frames hold its shared buffers (and their semaphores) as long
+            # as the error lives, which for a run that ends here is until the process exits.
+            traceback.clear_frames(err.__traceback__)
             if not isinstance(err, Exception):
                 raise
-            raise HostEnvError(
-                f"{source.label}: the env vector did not start: {_line(err)}"
-            ) from None
+            failure = _line(err)
+        if failure is not None:  # raised outside the handler: no context that holds the frames
+            vec = None  # nor does this frame, which the error's traceback holds
+            raise HostEnvError(f"{source.label}: the env vector did not start: {failure}")
         self._vec = vec
         self._env_space = self._vec.single_action_space
         specs: Environment = HostSpecs(source)
@@ -225,6 +230,7 @@ def _end_workers(vec: Any) -> None:
     for process in getattr(vec, "processes", []):
         if process.is_alive():
             process.terminate()
+    vec.processes = []  # one that never started still holds its arguments (shared buffers)
     vec.closed = True
 
 
