@@ -50,19 +50,22 @@ def misquoted(text: str, cells) -> tuple[int, list[str]]:
     return rows, wrong
 
 
+def report_args(
+    records: Path, doc: Path, figure: Path, runs_doc: Path | None = None, readme: Path | None = None
+) -> Namespace:
+    """The arguments of ``popgym_table.py report`` (no random-policy episodes)."""
+    return Namespace(
+        records=records, doc=doc, runs_doc=runs_doc, figure=figure, readme=readme,
+        random_episodes=0,
+    )  # fmt: skip
+
+
 def test_committed_page_and_readme_block_are_rebuilt_from_the_records(tmp_path):
     readme = tmp_path / "README.md"
     shutil.copy(ROOT / "README.md", readme)
     doc = tmp_path / "docs" / "popgym_table.md"
     doc.parent.mkdir()
-    args = Namespace(
-        records=RECORDS,
-        doc=doc,
-        runs_doc=None,
-        figure=tmp_path / "docs" / "img" / "popgym_table.png",
-        readme=readme,
-        random_episodes=0,
-    )
+    args = report_args(RECORDS, doc, tmp_path / "docs" / "img" / "popgym_table.png", readme=readme)
     assert write_report(args) == 0
     for page in ("popgym_table.md", "popgym_table_runs.md"):
         assert (doc.parent / page).read_text() == (ROOT / "docs" / page).read_text(), (
@@ -91,11 +94,7 @@ def test_records_are_complete_and_small():
 def test_a_garbled_record_is_named_in_one_line(tmp_path, garble, capsys):
     (tmp_path / "a" / "easy").mkdir(parents=True)
     (tmp_path / "a" / "easy" / "gru.json").write_text(garble)
-    args = Namespace(
-        records=tmp_path, doc=tmp_path / "d.md", runs_doc=None, figure=tmp_path / "f.png",
-        readme=None, random_episodes=0,
-    )  # fmt: skip
-    assert write_report(args) == 2
+    assert write_report(report_args(tmp_path, tmp_path / "d.md", tmp_path / "f.png")) == 2
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 1 and str(tmp_path / "a" / "easy" / "gru.json") in out[0], out
     assert not (tmp_path / "d.md").exists()
@@ -126,10 +125,7 @@ def test_docs_quote_the_tables_cells_as_the_records_give_them():
 
 def test_an_unwritable_runs_page_is_named_in_one_line(tmp_path, capsys):
     """``report --runs-doc`` naming a folder: one line naming the option, exit 2."""
-    args = Namespace(
-        records=RECORDS, doc=tmp_path / "d.md", runs_doc=tmp_path, figure=tmp_path / "f.png",
-        readme=None, random_episodes=0,
-    )  # fmt: skip
+    args = report_args(RECORDS, tmp_path / "d.md", tmp_path / "f.png", runs_doc=tmp_path)
     assert write_report(args) == 2
     out = capsys.readouterr().out.strip().splitlines()
     assert out == [f"error: cannot write --runs-doc {tmp_path}: Is a directory"], out
