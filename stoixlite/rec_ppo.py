@@ -257,7 +257,11 @@ def _remove_litter(run_dir: Path) -> None:
         shutil.rmtree(hydra_dir, ignore_errors=True)
     # Other processes of a multi-process run may be cleaning the same directory at the same
     # moment: a file or directory that vanished, or filled, in between is theirs to handle.
-    for log_file in run_dir.glob("*.log") if run_dir.is_dir() else ():
+    try:
+        log_files = list(run_dir.glob("*.log"))
+    except FileNotFoundError:  # the whole directory is gone (or never was)
+        log_files = []
+    for log_file in log_files:
         try:
             if log_file not in _EXISTED and log_file.stat().st_size == 0:
                 log_file.unlink(missing_ok=True)
@@ -265,7 +269,11 @@ def _remove_litter(run_dir: Path) -> None:
             continue
     for directory in (run_dir, *run_dir.parents):
         try:
-            if directory in _EXISTED or not directory.is_dir() or any(directory.iterdir()):
+            if directory in _EXISTED:
+                break
+            if not directory.exists():  # removed by another process: on to its parent
+                continue
+            if not directory.is_dir() or any(directory.iterdir()):
                 break
             directory.rmdir()
         except OSError:  # removed by another process, or no longer empty

@@ -141,3 +141,25 @@ def test_litter_removal_tolerates_another_process_cleaning_the_same_directory(
     assert not (run_dir / "empty.log").exists()
     assert (run_dir / "gone.log").is_symlink()  # not ours to remove: the other process's
     assert run_dir.is_dir()  # not empty (the link), so kept, and no error
+
+
+def test_litter_removal_tolerates_the_directory_vanishing_while_it_is_listed(tmp_path, monkeypatch):
+    """Another process of the same run removes the whole run directory just as this one lists
+    its logs: nothing is left to clean, and no error (which would change the exit code)."""
+    import shutil
+    from pathlib import Path
+
+    from stoixlite import rec_ppo
+
+    run_dir = tmp_path / "out" / "run"
+    (run_dir / ".hydra").mkdir(parents=True)
+    glob = Path.glob
+
+    def vanishing_glob(self: Path, pattern: str):
+        shutil.rmtree(run_dir)  # the other process, between the listing's start and its scan
+        return glob(self, pattern)
+
+    monkeypatch.setattr(Path, "glob", vanishing_glob)
+    monkeypatch.setattr(rec_ppo, "_EXISTED", {tmp_path})
+    rec_ppo._remove_litter(run_dir)
+    assert not run_dir.exists() and not (tmp_path / "out").exists()
