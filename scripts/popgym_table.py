@@ -16,6 +16,11 @@ default, which no shipped config was tuned on) with the shipped configs and thei
 record (:mod:`stoixlite.results.popgym_records`) is written to ``--records`` (default
 ``results/popgym_table/``, committed with the repository).
 
+A cell being trained by another runner (another ``train`` with the same ``--out``, here or in
+another terminal) is skipped: each runner holds an exclusive lock on ``<run dir>.lock`` while it
+trains the cell, and checks again whether the cell is still pending when it takes the lock (a
+runner decides what is pending when it starts, and another may have finished the cell since).
+
 ``--networks paper_best`` stands for stoixlite's port of the paper's best model of each published
 cell (``lmu`` on repeat_previous medium, ``indrnn`` on autoencode medium, ...; none on unpublished
 cells). Published cells train first, then the rest, each group by difficulty, env and network.
@@ -43,6 +48,7 @@ others go on, and the exit status is 1.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -207,6 +213,7 @@ class Cell:
     record: Path
     estimate: float | None = None
     fresh: bool = False  # train from scratch (its record or checkpoint has other settings)
+    seen: int | None = None  # the record's mtime when pending() last read it (None: absent)
 
     @property
     def name(self) -> str:
@@ -215,19 +222,29 @@ class Cell:
 
 @dataclass
 class Launch:
-    """A cell being trained: its process, bookkeeping and start time."""
+    """A cell being trained: its process, bookkeeping, start time and the lock this runner
+    holds on the cell (:func:`claim`; released by :func:`finish`)."""
 
     cell: Cell
     book: dict
     start: float
     proc: subprocess.Popen
+    lock: int
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime_ns
+    except OSError:
+        return None
 
 
 def pending(args, cell: Cell, configs: dict) -> bool:
     """Whether ``cell`` needs training (prints why not). A record trained with other settings
     than the cell's config today (:func:`~stoixlite.results.popgym_records.changed_settings`)
     trains afresh: its record is replaced when the new run finishes."""
-    if not cell.record.exists():
+    cell.seen = _mtime(cell.record)
+    if cell.seen is None:
         return True
     try:
         record = read_record(cell.record)
@@ -257,8 +274,36 @@ def pending(args, cell: Cell, configs: dict) -> bool:
     return True
 
 
-def launch(args, cell: Cell) -> Launch:
-    """Start a cell's training process, its bookkeeping (``cell.json``) written first."""
+def lock_path(cell: Cell) -> Path:
+    """The lock file of a cell's run directory: ``<out>/<env>/<difficulty>/<name>.lock`` (beside
+    the run directory, which a fresh start removes; the file stays, empty)."""
+    return cell.path.with_name(cell.path.name + ".lock")
+
+
+def claim(args, cell: Cell, configs: dict) -> int | None:
+    """Take the cell for this runner just before it starts: an exclusive, non-blocking
+    ``flock`` on :func:`lock_path` (released when this runner closes it or dies), then
+    :func:`pending` again. Returns the lock's file descriptor, or ``None`` (prints why) when
+    another runner holds the cell or it is no longer pending."""
+    path = lock_path(cell)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        print(f"[{cell.k}] {cell.name}: being trained by another runner ({path} is locked): "
+              "skipped", flush=True)  # fmt: skip
+        return None
+    if _mtime(cell.record) != cell.seen and not pending(args, cell, configs):
+        os.close(fd)  # another runner finished it since this one started
+        return None
+    return fd
+
+
+def launch(args, cell: Cell, lock: int) -> Launch:
+    """Start a cell's training process, its bookkeeping (``cell.json``) written first; ``lock``
+    is the cell's lock (:func:`claim`), held until :func:`finish`."""
     if (cell.fresh or not has_checkpoint(cell.path)) and cell.path.exists():
         shutil.rmtree(cell.path)  # nothing to resume from (or other settings): nothing to keep
     cmd = train_command(args, cell.env, cell.difficulty, cell.network, cell.path)
@@ -298,10 +343,17 @@ def launch(args, cell: Cell) -> Launch:
     # Its own process group (start_new_session): a Ctrl-C (or a SIGINT sent to the runner alone)
     # reaches the runner, which passes exactly one SIGINT on to each training process (stop_all);
     # a second one would abort.
+    # The process inherits the lock (pass_fds): the cell stays locked while it trains, even if
+    # this runner dies first.
     proc = subprocess.Popen(
-        cmd, cwd=ROOT, stdout=subprocess.DEVNULL, env=env, start_new_session=True
+        cmd,
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        env=env,
+        start_new_session=True,
+        pass_fds=(lock,),
     )
-    return Launch(cell, book, start, proc)
+    return Launch(cell, book, start, proc, lock)
 
 
 def keep_record(path: Path, record: dict) -> bool:
@@ -324,7 +376,14 @@ def keep_record(path: Path, record: dict) -> bool:
 
 def finish(run: Launch, code: int) -> None:
     """Record how a cell's process ended (done 0, interrupted 130, else failed): its
-    ``cell.json`` and its record."""
+    ``cell.json`` and its record; then release the cell's lock."""
+    try:
+        _record_end(run, code)
+    finally:
+        os.close(run.lock)
+
+
+def _record_end(run: Launch, code: int) -> None:
     wall = time.time() - run.start
     run.book["attempts"][-1].update(exit=code, wall_s=round(wall, 1))
     status = "done" if code == 0 else "interrupted" if code == 130 else "failed"
@@ -463,7 +522,9 @@ def train(args, configs: dict) -> int:
                 if not fits:
                     break
                 todo.remove(fits[0])
-                running.append(launch(args, fits[0]))
+                lock = claim(args, fits[0], configs)
+                if lock is not None:
+                    running.append(launch(args, fits[0], lock))
             if left is not None and (left <= 0 or (not running and todo)):
                 print(f"--time-limit {args.time_limit} s reached: stopping the cells training "
                       "(they are recorded as interrupted)", flush=True)  # fmt: skip

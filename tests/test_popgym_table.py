@@ -216,6 +216,72 @@ def test_commands_that_differ_only_in_networks_are_merged():
     ]
 
 
+def _locked(path) -> bool:
+    """Whether another open file description holds an exclusive ``flock`` on ``path``."""
+    import fcntl
+    import os
+
+    fd = os.open(path, os.O_RDWR)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
+def test_a_cell_another_runner_holds_or_finished_is_not_trained_again(
+    trained_cells, tmp_path, capsys
+):
+    """Two runners sharing ``--out``: a cell the other one is training (its lock held) is
+    skipped and its run directory left as it is; a cell the other one finished after this
+    runner decided what was pending is skipped when its turn comes."""
+    import argparse
+    import fcntl
+    import os
+
+    out, records, args = copy_cells(trained_cells, tmp_path)
+    easy = out / "repeat_previous" / "easy"
+    for network in ("gru", "mlp"):  # both pending again: their records are unfinished
+        path = records / "repeat_previous" / "easy" / f"{network}+tiny.json"
+        path.write_text(json.dumps(read_record(path) | {"status": "interrupted"}))
+    before = {p: p.stat().st_mtime_ns for p in easy.rglob("*") if p.is_file()}
+    held = []
+    for network in ("gru", "mlp"):  # another runner trains them
+        fd = os.open(easy / f"{network}+tiny.lock", os.O_RDWR | os.O_CREAT)
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        held.append(fd)
+    try:
+        run = table_here(capsys, *args, "--", *READ_CELL)
+    finally:
+        for fd in held:
+            os.close(fd)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert run.stdout.count("being trained by another runner") == 2, run.stdout
+    assert "stoixlite.rec_ppo" not in run.stdout  # nothing started
+    after = {p: p.stat().st_mtime_ns for p in easy.rglob("*") if p.is_file() and p in before}
+    assert after == before  # nothing removed or rewritten
+
+    runner = _runner()
+    ns = argparse.Namespace(seeds=[0, 1], stop_at="null", overrides=READ_CELL, variant="tiny")
+    record = records / "repeat_previous" / "easy" / "gru+tiny.json"
+    cell = runner.Cell(1, "repeat_previous", "easy", "gru", easy / "gru+tiny", record)
+    finished = read_record(record) | {"status": "done"}
+    record.unlink()
+    assert runner.pending(ns, cell, {})  # no record yet when this runner starts
+    record.write_text(json.dumps(finished))  # the other runner finishes it
+    capsys.readouterr()
+    assert runner.claim(ns, cell, {}) is None
+    assert "repeat_previous easy gru+tiny: done, skipped" in capsys.readouterr().out
+    assert not _locked(easy / "gru+tiny.lock")  # not kept when the cell is skipped
+    record.unlink()
+    assert runner.pending(ns, cell, {})
+    fd = runner.claim(ns, cell, {})  # still pending: taken
+    assert fd is not None and _locked(easy / "gru+tiny.lock")
+    os.close(fd)
+
+
 def test_random_policy_matches_popgym():
     """The random-policy column against the popgym package's own env played with random
     actions (independent reference; 512 vs 400 episodes, means within 4 standard errors)."""
@@ -282,9 +348,12 @@ def test_ctrl_c_lets_the_cell_stop_cleanly_and_records_it(tmp_path, capsys):
     while not any((cell / "checkpoints").glob("*")) and time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()[0]
         time.sleep(0.5)
+    lock = cell.with_name("gru+long.lock")
+    assert _locked(lock)  # the runner holds the cell while it trains
     os.killpg(proc.pid, signal.SIGINT)  # the trainings have their own sessions: the runner only
     stdout, _ = proc.communicate(timeout=600)
     assert proc.returncode == 130, stdout
+    assert not _locked(lock)  # released by the runner and its training process
     record = json.loads((cell / "cell.json").read_text())
     assert record["status"] == "interrupted" and record["attempts"][-1]["exit"] == 130, record
     kept = read_record(records / "repeat_previous" / "easy" / "gru+long.json")

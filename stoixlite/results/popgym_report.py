@@ -556,6 +556,9 @@ def render(cells: Cells, randoms: dict[str, float], figure_rel: str | None, runs
         "trained at once, and writes their records to DIR (copy them into",
         "`results/popgym_table/`). On one H200, 3 to 13 cells at once each came to 20-25 s",
         "of the GPU per 2M-step cell: the GPU, not the host, sets the pace.",
+        "Several `train` commands may share one `--out` on one machine (say one per terminal,",
+        "each with its own `--envs`): a runner locks each cell while it trains it, and skips a",
+        "cell another runner holds or finished since it started.",
         *wall_lines(cells),
         "",
     ]
