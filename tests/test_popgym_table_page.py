@@ -129,3 +129,24 @@ def test_an_unwritable_runs_page_is_named_in_one_line(tmp_path, capsys):
     assert write_report(args) == 2
     out = capsys.readouterr().out.strip().splitlines()
     assert out == [f"error: cannot write --runs-doc {tmp_path}: Is a directory"], out
+
+
+def test_the_unpublished_cells_verdicts_are_counted_and_the_misses_named():
+    """The sentence above the unpublished cells' table counts the rows of each verdict and names
+    every cell where no memory model is above mlp."""
+    from stoixlite.results.popgym_report import memory_lines
+
+    lines = memory_lines(load_cells(read_records(RECORDS)))
+    rows = [line for line in lines if line.startswith("| ") and "verdict" not in line]
+    summary = lines[0]
+    assert summary.startswith(f"Of the {len(rows)} unpublished cells"), summary
+    for verdict, label in (
+        ("| memory above mlp |", "above mlp by more than the seeds' intervals"),
+        ("| memory ahead, intervals overlap |", "intervals overlapping"),
+        ("| **no memory model above mlp** |", "no memory model above mlp"),
+    ):
+        assert f"{label}: {sum(row.endswith(verdict) for row in rows)}" in summary, summary
+    for row in rows:
+        if row.endswith("| **no memory model above mlp** |"):
+            env, difficulty = (c.strip() for c in row.strip("|").split("|")[:2])
+            assert f"{env} {difficulty}" in summary.split("above mlp: ")[-1], (row, summary)

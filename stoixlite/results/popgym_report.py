@@ -296,6 +296,7 @@ def target_lines(cells: Cells, docs: str = "") -> list[str]:
 def memory_lines(cells: Cells) -> list[str]:
     """Per unpublished cell: does a memory model beat mlp by more than the seeds' intervals?"""
     lines = []
+    verdicts: dict[str, list[str]] = {}
     for difficulty in DIFFICULTIES:
         for env in ENVS:
             if env in PAPER or (env, difficulty) not in cells:
@@ -314,9 +315,23 @@ def memory_lines(cells: Cells) -> list[str]:
             lines.append(
                 f"| {env} | {difficulty} | {m.fmt()} | {b.fmt()} ({best.model}) | {verdict} |"
             )
+            verdicts.setdefault(verdict.strip("*"), []).append(f"{env} {difficulty}")
     if not lines:
         return ["No unpublished cell has both mlp and a memory model trained yet."]
+    counts = [
+        f"{label}: {len(verdicts.get(verdict, []))}"
+        for verdict, label in (
+            ("memory above mlp", "a memory model above mlp by more than the seeds' intervals"),
+            ("memory ahead, intervals overlap", "ahead of mlp, intervals overlapping"),
+            ("no memory model above mlp", "no memory model above mlp"),
+        )
+    ]
+    none = verdicts.get("no memory model above mlp", [])
     return [
+        f"Of the {len(lines)} unpublished cells trained with mlp and a memory model: "
+        + "; ".join(counts)
+        + (f" ({', '.join(none)})." if none else "."),
+        "",
         "| env | difficulty | mlp | best memory model | verdict (95 % intervals) |",
         "|---|---|---:|---|---|",
         *lines,
