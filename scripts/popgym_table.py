@@ -232,7 +232,8 @@ class Launch:
     lock: int
 
 
-def _mtime(path: Path) -> float | None:
+def _mtime(path: Path) -> int | None:
+    """``path``'s modification time in ns (``None`` when it does not exist)."""
     try:
         return path.stat().st_mtime_ns
     except OSError:
@@ -283,8 +284,9 @@ def lock_path(cell: Cell) -> Path:
 def claim(args, cell: Cell, configs: dict) -> int | None:
     """Take the cell for this runner just before it starts: an exclusive, non-blocking
     ``flock`` on :func:`lock_path` (released when this runner closes it or dies), then
-    :func:`pending` again. Returns the lock's file descriptor, or ``None`` (prints why) when
-    another runner holds the cell or it is no longer pending."""
+    :func:`pending` again if the record changed since this runner read it. Returns the lock's
+    file descriptor, or ``None`` (prints why) when another runner holds the cell or it is no
+    longer pending."""
     path = lock_path(cell)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)

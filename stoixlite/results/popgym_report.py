@@ -293,10 +293,22 @@ def target_lines(cells: Cells, docs: str = "") -> list[str]:
     return lines
 
 
+# The verdicts of an unpublished cell (memory_lines), each with how the summary sentence counts it.
+ABOVE = "memory above mlp"
+AHEAD = "memory ahead, intervals overlap"
+NONE = "no memory model above mlp"
+VERDICT_COUNTS = {
+    ABOVE: "a memory model above mlp by more than the seeds' intervals",
+    AHEAD: "ahead of mlp, intervals overlapping",
+    NONE: "no memory model above mlp",
+}
+
+
 def memory_lines(cells: Cells) -> list[str]:
-    """Per unpublished cell: does a memory model beat mlp by more than the seeds' intervals?"""
+    """Per unpublished cell: does a memory model beat mlp by more than the seeds' intervals? A
+    sentence counting each verdict (naming the cells where none does), then the table."""
     lines = []
-    verdicts: dict[str, list[str]] = {}
+    verdicts: dict[str, list[str]] = {verdict: [] for verdict in VERDICT_COUNTS}
     for difficulty in DIFFICULTIES:
         for env in ENVS:
             if env in PAPER or (env, difficulty) not in cells:
@@ -307,30 +319,23 @@ def memory_lines(cells: Cells) -> list[str]:
                 continue
             m, b = mlp.summary(KEY), best.summary(KEY)
             if b.n >= 2 and m.n >= 2 and b.lo > m.hi:
-                verdict = "memory above mlp"
+                verdict = ABOVE
             elif b.mean > m.mean:
-                verdict = "memory ahead, intervals overlap"
+                verdict = AHEAD
             else:
-                verdict = "**no memory model above mlp**"
+                verdict = NONE
+            shown = f"**{verdict}**" if verdict == NONE else verdict
             lines.append(
-                f"| {env} | {difficulty} | {m.fmt()} | {b.fmt()} ({best.model}) | {verdict} |"
+                f"| {env} | {difficulty} | {m.fmt()} | {b.fmt()} ({best.model}) | {shown} |"
             )
-            verdicts.setdefault(verdict.strip("*"), []).append(f"{env} {difficulty}")
+            verdicts[verdict].append(f"{env} {difficulty}")
     if not lines:
         return ["No unpublished cell has both mlp and a memory model trained yet."]
-    counts = [
-        f"{label}: {len(verdicts.get(verdict, []))}"
-        for verdict, label in (
-            ("memory above mlp", "a memory model above mlp by more than the seeds' intervals"),
-            ("memory ahead, intervals overlap", "ahead of mlp, intervals overlapping"),
-            ("no memory model above mlp", "no memory model above mlp"),
-        )
-    ]
-    none = verdicts.get("no memory model above mlp", [])
+    counts = "; ".join(f"{label}: {len(verdicts[v])}" for v, label in VERDICT_COUNTS.items())
+    named = f" ({', '.join(verdicts[NONE])})" if verdicts[NONE] else ""
     return [
         f"Of the {len(lines)} unpublished cells trained with mlp and a memory model: "
-        + "; ".join(counts)
-        + (f" ({', '.join(none)})." if none else "."),
+        f"{counts}{named}.",
         "",
         "| env | difficulty | mlp | best memory model | verdict (95 % intervals) |",
         "|---|---|---:|---|---|",
