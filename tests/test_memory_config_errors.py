@@ -61,6 +61,11 @@ from stoixlite.networks.memory import available_memories, memory_config_errors
         (["network=indrnn", "network.num_layers=0"], "network.num_layers", "positive"),
         (["network=indrnn", "network.bias_max=-0.5"], "network.bias_max", "[0.0, inf]"),
         (["network=indrnn", "network.bias_max=inf"], "network.bias_max", "finite"),
+        (
+            ["network=indrnn", "network.recurrent_init_min=1.0"],
+            "network.recurrent_init_min",
+            "[0, 1)",
+        ),
         (["network=s4d", "network.state_size=5"], "network.state_size", "even"),
         (["network=s4d", "network.state_size=0"], "network.state_size", "positive"),
         (["network=s4d", "network.dt_min=0.2", "network.dt_max=0.1"], "network.dt_min", "dt_max"),

@@ -577,6 +577,7 @@ CASES = {
     "indrnn": ("indrnn", {}, indrnn_reference(1024)),
     "indrnn-3-layers": ("indrnn", {"num_layers": 3, "max_len": 4}, indrnn_reference(4)),
     "indrnn-zero-biases": ("indrnn", {"bias_max": 0.0}, indrnn_reference(1024)),
+    "indrnn-long-init": ("indrnn", {"recurrent_init_min": 0.9}, indrnn_reference(1024)),
     "tcn": ("tcn", {"frames": 3}, tcn_reference),
     "tcn-1": ("tcn", {"frames": 1}, tcn_reference),
     "mlstm-associative": (
@@ -806,6 +807,26 @@ def test_indrnn_initial_biases_are_uniform_up_to_bias_max(bias_max):
             assert abs(b.mean() - bias_max / 2) < 0.1 * bias_max  # uniform, not a constant
             assert b.max() - b.min() > 0.8 * bias_max
         assert u.min() >= 0.0 and u.max() <= 1.0 and abs(u.mean() - 0.5) < 0.1
+
+
+@pytest.mark.parametrize("low", [0.0, 0.5, 0.99])
+def test_indrnn_recurrent_weights_start_uniform_from_recurrent_init_min(low):
+    """``u ~ U(recurrent_init_min, 1)`` per layer, the biases untouched; ``0`` (the default) draws
+    exactly what POPGym's ``U(0, 1)`` draws, so the default model is unchanged bit for bit."""
+    hidden = 512
+    x, start, _ = _inputs(0)
+    model = build_memory("indrnn", hidden_size=hidden, recurrent_init_min=low)
+    params = model.init(jax.random.key(4), model.initialize_carry(B), (x, start))["params"]
+    default = build_memory("indrnn", hidden_size=hidden)
+    base = default.init(jax.random.key(4), default.initialize_carry(B), (x, start))["params"]
+    for layer in range(model.num_layers):
+        u = np.asarray(params[f"recurrent_{layer}"])
+        assert u.min() >= low and u.max() <= 1.0
+        assert abs(u.mean() - (1 + low) / 2) < 0.1 * (1 - low)  # uniform over the whole range
+        assert u.max() - u.min() > 0.8 * (1 - low)
+        np.testing.assert_array_equal(params[f"bias_{layer}"], base[f"bias_{layer}"])
+        if low == 0.0:
+            np.testing.assert_array_equal(u, base[f"recurrent_{layer}"])
 
 
 def test_indrnn_recurrent_weights_are_kept_inside_the_bound():

@@ -12,11 +12,15 @@ recurrent weight ``u``), layers are stacked (POPGym: two)::
 As in POPGym's baseline, the recurrent weights are kept in ``[-c, c]`` with
 ``c = 2^(1 / max_len)`` (Li et al.'s bound for a signal that may grow at most 2x over
 ``max_len`` steps; POPGym's ``max_len`` is its 1024-step BPTT length), and initialised
-``u ~ U(0, 1)``, ``b ~ U(0, bias_max)`` (POPGym: ``bias_max`` 1; 0 gives Li et al.'s zeros), the
-input kernels with PyTorch's default (uniform in ``+-1/sqrt(fan_in)``). A positive bias makes
-each ReLU unit accumulate towards ``b / (1 - u)``: with POPGym's U(0, 1) the state at
-initialisation grows with the episode (on higher_lower, about 300 after 100 steps), which
-``bias_max: 0`` avoids (configs/env_network/popgym/, docs/popgym_baselines.md).
+``u ~ U(recurrent_init_min, 1)`` (POPGym: ``U(0, 1)``), ``b ~ U(0, bias_max)`` (POPGym:
+``bias_max`` 1; 0 gives Li et al.'s zeros), the input kernels with PyTorch's default (uniform
+in ``+-1/sqrt(fan_in)``). A positive bias makes each ReLU unit accumulate towards
+``b / (1 - u)``: with POPGym's U(0, 1) the state at initialisation grows with the episode (on
+higher_lower, about 300 after 100 steps), which ``bias_max: 0`` avoids
+(configs/env_network/popgym/, docs/popgym_baselines.md). A unit keeps a fraction ``u^k`` of
+what it took in ``k`` steps earlier: from ``U(0, 1)`` almost no unit holds an input for
+hundreds of steps at the start, while ``recurrent_init_min`` close to 1 starts every unit as a
+long memory (``0.99``: at least ``0.99^100 = 0.37`` after 100 steps).
 
 POPGym clamps the stored weights in place before each forward pass; here the
 forward pass uses the clamped weights and their gradient is projected into the bounds
@@ -50,6 +54,17 @@ def recurrent_bound(max_len: int) -> float:
     return 2.0 ** (1.0 / max_len)
 
 
+def recurrent_init(low: float) -> nn.initializers.Initializer:
+    """``U(low, 1)``; ``low == 0`` is flax's ``uniform(1.0)``, POPGym's ``U(0, 1)``."""
+    if low == 0.0:
+        return _unit_uniform
+
+    def init(key: Array, shape: tuple[int, ...], dtype: jnp.dtype = jnp.float32) -> Array:
+        return jax.random.uniform(key, shape, dtype, minval=low, maxval=1.0)
+
+    return init
+
+
 @register_memory("indrnn")
 class IndRNN(nn.Module):
     """IndRNN stack. Carry: tuple of ``num_layers`` states ``h [B, hidden_size]``.
@@ -63,6 +78,7 @@ class IndRNN(nn.Module):
     num_layers: int = 2
     max_len: int = 1024
     bias_max: float = 1.0  # biases initialised U(0, bias_max)
+    recurrent_init_min: float = 0.0  # recurrent weights initialised U(recurrent_init_min, 1)
     unroll: int = 1
 
     @nn.nowrap
@@ -80,6 +96,7 @@ class IndRNN(nn.Module):
         if len(carry) != self.num_layers:
             raise ValueError(f"carry has {len(carry)} layers, model has {self.num_layers}")
         H, c = self.hidden_size, recurrent_bound(self.max_len)
+        u_init = recurrent_init(self.recurrent_init_min)
 
         def step(u: Array, h: Array, inp: tuple[Array, Array]) -> tuple[Array, Array]:
             at, st = inp
@@ -90,7 +107,7 @@ class IndRNN(nn.Module):
         for layer in range(self.num_layers):
             w = Dense(H, use_bias=False, kernel_init=torch_default_init, name=f"input_{layer}")
             b = self.param(f"bias_{layer}", nn.initializers.uniform(self.bias_max), (H,))
-            u = bounded(self.param(f"recurrent_{layer}", _unit_uniform, (H,)), -c, c)
+            u = bounded(self.param(f"recurrent_{layer}", u_init, (H,)), -c, c)
             a = w(y) + b  # [T, B, H]
             if x.shape[0] == 1:  # rollout path: one step, no loop
                 h, y0 = step(u, carry[layer], (a[0], start[0]))

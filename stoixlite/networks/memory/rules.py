@@ -13,6 +13,7 @@ import math
 from stoixlite.networks.memory.scan import STRATEGIES
 from stoixlite.rules import POSITIVE, POSITIVE_INT, Rule, choice, number_in
 
+FRACTION = Rule("must be a finite number in [0, 1)", lambda v: 0 <= v < 1)
 CHRONO = Rule(
     "must be 0 (off) or a finite number > 1 (the longest initial retention, in steps)",
     lambda v: v == 0 or (math.isfinite(v) and v > 1),
@@ -38,13 +39,14 @@ FIELD_RULES = {
     "max_period": POSITIVE,
     "dt_min": POSITIVE,
     "dt_max": POSITIVE,
-    "r_min": Rule("must be a finite number in [0, 1)", lambda v: 0 <= v < 1),
+    "r_min": FRACTION,
     "r_max": Rule("must be a finite number in (0, 1)", lambda v: 0 < v < 1),
     "max_phase": POSITIVE,
     "memory_size": POSITIVE_INT,
     "theta": POSITIVE,
     "max_len": POSITIVE_INT,
     "bias_max": number_in(0.0, math.inf),
+    "recurrent_init_min": FRACTION,
     "memory_cells": POSITIVE_INT,
     "cell_size": POSITIVE_INT,
     "read_heads": POSITIVE_INT,
