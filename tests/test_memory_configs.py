@@ -92,13 +92,30 @@ def test_env_network_defaults_apply_to_their_pair_only_and_the_command_line_wins
     assert cli.network.chrono_period == 0
 
 
-@pytest.mark.parametrize("env", ["higher_lower", "noisy_position_only_cartpole"])
+@pytest.mark.parametrize("env", ["higher_lower", "noisy_position_only_cartpole", "repeat_first"])
 @pytest.mark.parametrize("difficulty", ["easy", "medium", "hard"])
 def test_indrnn_starts_with_zero_biases_where_its_pair_says_so(env, difficulty):
     """configs/env_network/popgym/<env>_indrnn.yaml: zero biases at every difficulty of its env;
     POPGym's U(0, 1) elsewhere; the command line still wins."""
     pair = ["network=indrnn", f"env=popgym/{env}", f"env.difficulty={difficulty}"]
     assert parse(compose_config(pair)).network.memory["bias_max"] == 0.0
-    other = compose_config(["network=indrnn", "env=popgym/repeat_first"])
+    other = compose_config(["network=indrnn", "env=popgym/autoencode"])
     assert parse(other).network.memory["bias_max"] == 1.0
     assert parse(compose_config([*pair, "network.bias_max=1.0"])).network.memory["bias_max"] == 1.0
+
+
+@pytest.mark.parametrize("difficulty", ["easy", "medium", "hard"])
+def test_indrnn_starts_as_a_long_memory_on_repeat_first(difficulty):
+    """configs/env_network/popgym/repeat_first_indrnn.yaml: recurrent weights U(0.9, 1) at every
+    difficulty; POPGym's U(0, 1) with other envs and other models; the command line still wins."""
+    pair = ["network=indrnn", "env=popgym/repeat_first", f"env.difficulty={difficulty}"]
+    assert parse(compose_config(pair)).network.memory["recurrent_init_min"] == 0.9
+    for env in ("autoencode", "higher_lower", "noisy_position_only_cartpole"):
+        other = compose_config(["network=indrnn", f"env=popgym/{env}"])
+        assert parse(other).network.memory["recurrent_init_min"] == 0.0, env
+    assert (
+        "recurrent_init_min"
+        not in compose_config(["network=gru", "env=popgym/repeat_first"]).network
+    )
+    cli = parse(compose_config([*pair, "network.recurrent_init_min=0.5"]))
+    assert cli.network.memory["recurrent_init_min"] == 0.5
