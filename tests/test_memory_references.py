@@ -10,12 +10,14 @@ sequence, and for every scan strategy where the model has one.
 
 from __future__ import annotations
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from stoixlite.networks.memory import build_memory
+from stoixlite.networks.memory.indrnn import recurrent_init
 
 jax.config.update("jax_enable_x64", False)
 
@@ -827,6 +829,12 @@ def test_indrnn_recurrent_weights_start_uniform_from_recurrent_init_min(low):
         np.testing.assert_array_equal(params[f"bias_{layer}"], base[f"bias_{layer}"])
         if low == 0.0:
             np.testing.assert_array_equal(u, base[f"recurrent_{layer}"])
+    if low == 0.0:  # the initialiser before recurrent_init_min existed: flax's uniform(1.0)
+        for seed in range(3):
+            key = jax.random.key(seed)
+            np.testing.assert_array_equal(
+                recurrent_init(0.0)(key, (hidden,)), nn.initializers.uniform(1.0)(key, (hidden,))
+            )
 
 
 def test_indrnn_recurrent_weights_are_kept_inside_the_bound():

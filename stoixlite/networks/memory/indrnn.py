@@ -46,8 +46,6 @@ from stoixlite.networks.memory._common import bounded, check_inputs, torch_defau
 
 Array = jax.Array
 
-_unit_uniform = nn.initializers.uniform(1.0)  # U(0, 1)
-
 
 def recurrent_bound(max_len: int) -> float:
     """The largest magnitude ``2^(1 / max_len)`` of an IndRNN recurrent weight."""
@@ -55,9 +53,8 @@ def recurrent_bound(max_len: int) -> float:
 
 
 def recurrent_init(low: float) -> nn.initializers.Initializer:
-    """``U(low, 1)``; ``low == 0`` is flax's ``uniform(1.0)``, POPGym's ``U(0, 1)``."""
-    if low == 0.0:
-        return _unit_uniform
+    """``U(low, 1)``; at ``low == 0`` the same draws as flax's ``uniform(1.0)`` (POPGym's
+    ``U(0, 1)``, this model's initialiser before ``recurrent_init_min`` existed; tested)."""
 
     def init(key: Array, shape: tuple[int, ...], dtype: jnp.dtype = jnp.float32) -> Array:
         return jax.random.uniform(key, shape, dtype, minval=low, maxval=1.0)
