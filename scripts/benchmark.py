@@ -389,7 +389,7 @@ def run_stoixlite_row(spec: dict) -> tuple[int, float, list[float], float, int, 
 
 
 def build_stoixlite_run(spec: dict):
-    """The :class:`stoixlite.run.build.Run` of a stoixlite row (:func:`stoixlite_overrides`)."""
+    """The :class:`stoixlite.run.parts.Run` of a stoixlite row (:func:`stoixlite_overrides`)."""
     from hydra import compose, initialize_config_dir
 
     from stoixlite.cli.configs import CONFIG_DIR

@@ -50,8 +50,8 @@ from stoixlite.envs.types import FIRST, MID, TimeStep
 from stoixlite.ppo.evaluate import make_evaluator
 from stoixlite.ppo.rollout import act
 from stoixlite.rules import INT_LIMIT
-from stoixlite.run.build import Run, make_env_stack
 from stoixlite.run.host import HostRun
+from stoixlite.run.parts import Run, make_env_stack
 from stoixlite.run.resume import find_checkpoint, load_run
 from stoixlite.specs import Discrete
 

@@ -558,7 +558,7 @@ def test_a_full_disk_while_checkpointing_is_one_line(dirs, capsys, monkeypatch, 
 def _stopped_while_compiling(run_dir: Path, capsys, monkeypatch) -> None:
     """A new run in ``run_dir`` stopped by Ctrl-C while its learn program compiles (after its
     ``config.yaml`` and empty ``checkpoints/`` were written)."""
-    from stoixlite.run.build import Run
+    from stoixlite.run.parts import Run
 
     def compile_programs(self, state, key):
         signal.default_int_handler(signal.SIGINT, None)

@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from stoixlite.metric_keys import LAST100_COUNT_KEY, LAST100_KEY, LAST100_READS_KEY
 from stoixlite.ppo.episode_window import (
     READ_EVERY,
     WINDOW,
@@ -20,13 +21,7 @@ from stoixlite.ppo.episode_window import (
     reads_at,
     window_mean,
 )
-from stoixlite.tracking.metrics import (
-    LAST100_COUNT_KEY,
-    LAST100_KEY,
-    LAST100_READ_KEY,
-    LAST100_READS_KEY,
-    summarize_chunk,
-)
+from stoixlite.tracking.metrics import LAST100_READ_KEY, summarize_chunk
 
 
 @pytest.mark.parametrize(

@@ -263,7 +263,7 @@ def test_multi_seed_init_is_one_program_per_seed_and_matches_eager():
         "from stoixlite.run.build import build_run\n"
         "run = build_run(run_config(['network=framestack', 'env=popgym/repeat_previous',\n"
         "    'arch.num_seeds=3', 'arch.num_envs=8', 'system.num_minibatches=2']))\n"
-        "compiled, eager = run.init()[0], run._init_states()\n"
+        "compiled, eager = run.init()[0], run.initial_states()\n"
         "raw = lambda x: np.asarray(jax.random.key_data(x) if jax.dtypes.issubdtype(\n"
         "    x.dtype, jax.dtypes.prng_key) else x)\n"
         "for a, b in zip(jax.tree.leaves(compiled), jax.tree.leaves(eager), strict=True):\n"

@@ -1,5 +1,5 @@
 """The learner state a run starts from has one buffer per leaf (the learn chunk donates it), and
-``build._unaliased`` copies exactly the leaves that share a buffer, leaving the others alone."""
+``parts._unaliased`` copies exactly the leaves that share a buffer, leaving the others alone."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 from conftest import run_config
 
-from stoixlite.run.build import _unaliased, build_run
+from stoixlite.run.build import build_run
+from stoixlite.run.parts import _unaliased
 
 
 def buffers(tree) -> list[tuple[int, ...]]:

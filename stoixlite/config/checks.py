@@ -24,7 +24,6 @@ from stoixlite.config.schema import (
     EnvConfig,
     NetworkConfig,
     RunConfig,
-    _memory_names,
 )
 from stoixlite.config.strict import (
     ConfigError,
@@ -74,12 +73,14 @@ def memory_section(errors: Errors, name: str, given: Mapping[str, Any]) -> dict[
 
 
 def network_section(errors: Errors, given: Any) -> NetworkConfig | None:
+    from stoixlite.networks.memory import available_memories
+
     if not isinstance(given, Mapping):
         errors.add("network", given, "config group is missing")
         return None
     own = {k: v for k, v in given.items() if k in ACTOR_CRITIC_KEYS}
     net = section(errors, NetworkConfig, own, "network.", skip=("memory",))
-    if net is None or net.name not in _memory_names():
+    if net is None or net.name not in available_memories():
         return None
     memory = memory_section(errors, net.name, {k: v for k, v in given.items() if k not in own})
     return dataclasses.replace(net, memory=memory)

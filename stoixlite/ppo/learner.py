@@ -19,6 +19,12 @@ import jax.numpy as jnp
 import optax
 
 from stoixlite.envs.types import Environment
+from stoixlite.metric_keys import (
+    ENV_METRIC_PREFIX,
+    LAST100_COUNT_KEY,
+    LAST100_KEY,
+    LAST100_READS_KEY,
+)
 from stoixlite.ppo.episode_window import push_finished, reads_at, window_mean
 from stoixlite.ppo.gae import gae_advantages
 from stoixlite.ppo.loss import ppo_loss
@@ -40,12 +46,6 @@ from stoixlite.ppo.sequences import (
     take_minibatch,
 )
 from stoixlite.ppo.types import LearnerState, PPOConfig, Transition
-from stoixlite.tracking.metrics import (
-    ENV_METRIC_PREFIX,
-    LAST100_COUNT_KEY,
-    LAST100_KEY,
-    LAST100_READS_KEY,
-)
 
 
 def make_optimizer(cfg: PPOConfig) -> optax.GradientTransformation:
@@ -63,7 +63,7 @@ def make_optimizer(cfg: PPOConfig) -> optax.GradientTransformation:
 def episode_metrics(traj: Transition) -> dict[str, jax.Array]:
     """Mean return/length of the episodes that ended in this rollout (NaN-free: count may be 0),
     the mean of each of the env's own episode statistics over the same episodes
-    (``train/env/<name>``, :data:`~stoixlite.tracking.metrics.ENV_METRIC_PREFIX`), and the
+    (``train/env/<name>``, :data:`~stoixlite.metric_keys.ENV_METRIC_PREFIX`), and the
     fraction of rollout steps whose action was invalid (``train/invalid_actions``)."""
     count = traj.last.sum()
     denom = jnp.maximum(count, 1)

@@ -37,9 +37,10 @@ from typing import Any
 import numpy as np
 from omegaconf import OmegaConf
 
+from stoixlite.metric_keys import LAST100_KEY
 from stoixlite.results.runs import EVAL_KEY, RunReadError, curve, read_jsonl, run_config
 from stoixlite.results.runs import seed_records as run_seed_records
-from stoixlite.tracking.metrics import BEST_UPDATE_KEY, LAST100_KEY, LAST100_READ_KEY
+from stoixlite.tracking.metrics import BEST_UPDATE_KEY, LAST100_READ_KEY
 
 SCHEMA = 1
 CURVE_POINTS = 300

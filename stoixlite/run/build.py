@@ -1,14 +1,9 @@
-"""Build a run from its typed config: envs, network, optimiser, the pure PPO functions, and the
-compiled programs of the host loop.
+"""Build a run from its typed config: the env stacks, network, optimiser and pure PPO functions
+of :class:`~stoixlite.run.parts.Run`, laid out on the run's devices, with the programs of recent
+configs shared (:func:`build_run`). A host env's run is :func:`stoixlite.run.host.build_host_run`'s.
 
-:class:`Run` is the seam between the host loop and the compiled core; tests and
-``scripts/benchmark.py`` use it too, so they exercise exactly the training code path.
-:func:`over_seeds` is the one place where ``vmap`` over the seed axis, ``jit``, donation and the
-device layout are applied: a run trains ``arch.num_seeds`` seeds in one program, and a single seed
-is the trivial case (no seed axis, the plain jitted function). Seed k uses ``arch.seed + k`` and
-derives its keys exactly like a single-seed run with that seed, so seed k of a multi-seed run
-reproduces it. On several devices (``arch.num_devices``) the same programs are compiled with the
-shardings of :class:`~stoixlite.run.sharding.Placement`: envs split over devices, seeds x devices.
+Tests and ``scripts/benchmark.py`` use :func:`build_run` too, so they exercise exactly the training
+code path.
 """
 
 from __future__ import annotations
@@ -16,273 +11,16 @@ from __future__ import annotations
 import copy
 import json
 from collections import OrderedDict
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
-
-import jax
-import jax.numpy as jnp
-import optax
 
 from stoixlite.config.checks import check_device_split
-from stoixlite.config.plan import RunPlan, plan_run
-from stoixlite.config.schema import EnvConfig, NetworkConfig, RunConfig
-from stoixlite.envs.registry import make
-from stoixlite.envs.types import Environment
-from stoixlite.envs.wrappers import make_batched_env
-from stoixlite.networks.actor_critic import ActorCritic
-from stoixlite.ppo.episode_window import empty_window
+from stoixlite.config.plan import plan_run
+from stoixlite.config.schema import RunConfig
+from stoixlite.envs.host import is_host_env
 from stoixlite.ppo.evaluate import make_evaluator
-from stoixlite.ppo.finite import all_finite
 from stoixlite.ppo.learner import make_learn_chunk, make_optimizer, make_update
-from stoixlite.ppo.types import LearnerState, PPOConfig
+from stoixlite.run.host import build_host_run
+from stoixlite.run.parts import Run, make_env_stack, make_network
 from stoixlite.run.sharding import Placement, select_devices
-
-Metrics = dict[str, jax.Array]
-
-
-def make_env_stack(
-    env_cfg: EnvConfig, num_envs: int, check_actions: bool | None = None
-) -> Environment:
-    """The vmapped, auto-resetting env stack for ``num_envs`` copies of ``env_cfg.name``.
-
-    ``check_actions`` (default: ``env_cfg.check_actions``) raises on an out-of-range action
-    instead of playing it as an invalid move (docs/envs.md, "Invalid actions").
-    """
-    return make_batched_env(
-        make(env_cfg.name, **env_cfg.factory_kwargs),
-        num_envs,
-        obs_augment=env_cfg.obs_augment,
-        obs_prev_reward=env_cfg.obs_prev_reward,
-        obs_prev_action=env_cfg.obs_prev_action,
-        check_actions=env_cfg.check_actions if check_actions is None else check_actions,
-    )
-
-
-def make_network(net: NetworkConfig, env: Environment) -> ActorCritic:
-    """The actor-critic for ``env``'s action space from the ``network`` config group."""
-    return ActorCritic(
-        action_space=env.action_space,
-        memory_name=net.name,
-        memory_kwargs=dict(net.memory),
-        embed_size=net.embed_size,
-        encoder_layers=net.encoder_layers,
-        head_size=net.head_size,
-        head_layers=net.head_layers,
-        activation=net.activation,
-        shared_memory=net.shared_memory,
-        encoder_type=net.encoder,
-        set_layout=getattr(env.unwrapped, "set_layout", None),
-        set_pooling=net.set_pooling,
-        cnn_channels=net.cnn_channels,
-        cnn_kernels=net.cnn_kernels,
-        cnn_strides=net.cnn_strides,
-        cnn_slice_frames=net.cnn_slice_frames,
-    )
-
-
-def over_seeds(
-    fn: Callable,
-    num_seeds: int,
-    donate: bool = False,
-    in_shardings: Any = None,
-    out_shardings: Any = None,
-) -> Callable:
-    """``fn`` jitted for ``num_seeds`` seeds: ``vmap``-ped over a leading seed axis when
-    ``num_seeds > 1``; ``donate`` donates the first argument; ``in_shardings`` and
-    ``out_shardings`` (``None``: default placement) lay the arguments and results out on
-    devices."""
-    batched = fn if num_seeds == 1 else jax.vmap(fn)
-    layout = {}
-    if in_shardings is not None:
-        layout = {"in_shardings": in_shardings, "out_shardings": out_shardings}
-    return jax.jit(batched, donate_argnums=0 if donate else (), **layout)
-
-
-def _split(key: jax.Array) -> tuple[jax.Array, jax.Array]:
-    both = jax.random.split(key)
-    return both[0], both[1]
-
-
-@dataclass
-class Run:
-    """One run: its config, env stack, network, optimiser, the pure PPO functions of one seed
-    (``update``, ``learn_chunk``, ``evaluate``) and the compiled programs over all its seeds
-    (``learn``: learner state donated; ``evaluator``; ``split`` of the host keys;
-    ``params_finite``: one flag, every parameter of every seed finite, checked after each chunk),
-    laid out on the devices of ``placement``. ``envs_on_host``: the envs step on the host
-    (:mod:`stoixlite.run.host`), not inside the compiled programs."""
-
-    envs_on_host: ClassVar[bool] = False
-    config: RunConfig
-    plan: RunPlan
-    ppo: PPOConfig
-    env: Environment
-    network: ActorCritic
-    optimizer: optax.GradientTransformation
-    update: Callable[[LearnerState], tuple[LearnerState, Metrics]]
-    learn_chunk: Callable[[LearnerState], tuple[LearnerState, Metrics]]
-    evaluate: Callable[[Any, jax.Array], Metrics]
-    placement: Placement
-    learn: Callable[[Any], tuple[Any, Metrics]] = field(init=False)
-    evaluator: Callable[[Any, jax.Array], Metrics] = field(init=False)
-    split: Callable[[jax.Array], tuple[jax.Array, jax.Array]] = field(init=False)
-    params_finite: Callable[[Any], jax.Array] = field(init=False)
-    compiled_learn: Any = field(init=False, default=None)  # ``learn`` compiled ahead of time
-    # Programs compiled ahead of time (and the memory estimate, run/footprint.py), shared by the
-    # copies of a cached run (same programs).
-    compiled: dict[str, Any] = field(init=False, default_factory=dict)
-    state_shardings: Any = field(init=False, default=None)  # of the learner state (None: 1 device)
-
-    def __post_init__(self) -> None:
-        seeds, place = self.config.arch.num_seeds, self.placement
-        rep = place.replicated
-        if place.mesh is not None:
-            self.state_shardings = place.state_shardings(jax.eval_shape(self._init_states))
-        shardings = self.state_shardings
-        self.learn = over_seeds(self.learn_chunk, seeds, True, (shardings,), (shardings, rep))
-        self.evaluator = over_seeds(self.evaluate, seeds, False, (rep, rep), rep)
-        self.split = over_seeds(_split, seeds, False, (rep,), rep)
-        self.params_finite = over_seeds(all_finite, 1)  # one flag over all seeds (no vmap)
-
-    @property
-    def steps_per_update(self) -> int:
-        return self.ppo.num_envs * self.ppo.rollout_length
-
-    @property
-    def steps_per_chunk(self) -> int:
-        return self.steps_per_update * self.ppo.updates_per_chunk
-
-    def init_state(self, key: jax.Array) -> LearnerState:
-        """Fresh learner state of one seed: initial params, optimiser, reset envs and carries."""
-        key, net_key, env_key = jax.random.split(key, 3)
-        env_state, timestep = self.reset_envs(env_key)
-        carry = self.network.initialize_carry(self.ppo.num_envs)
-        params = self.network.init(
-            net_key, carry, timestep.observation[None], jnp.ones((1, self.ppo.num_envs), bool)
-        )
-        state = LearnerState(
-            params=params,
-            opt_state=self.optimizer.init(params),
-            env_state=env_state,
-            timestep=timestep,
-            carry=carry,
-            key=key,
-            update_step=jnp.asarray(0, jnp.int32),
-            episodes=empty_window(),
-        )
-        return _distinct_buffers(state)
-
-    def reset_envs(self, key: jax.Array) -> tuple[Any, Any]:
-        """``(env state, first timesteps)`` of the training envs (the host envs' run replaces
-        it, :mod:`stoixlite.run.host`)."""
-        return self.env.reset(key)
-
-    def _keys(self) -> tuple[jax.Array, jax.Array]:
-        """``(host keys, init keys)``: ``key, init_key = split(PRNGKey(seed))`` of every seed
-        (stacked ``[S, 2]`` when S > 1)."""
-        pairs = [jax.random.split(jax.random.PRNGKey(seed)) for seed in self.config.arch.seeds]
-        if len(pairs) == 1:
-            return pairs[0][0], pairs[0][1]
-        return jnp.stack([p[0] for p in pairs]), jnp.stack([p[1] for p in pairs])
-
-    def _init_states(self) -> LearnerState:
-        init_keys = self._keys()[1]
-        if self.config.arch.num_seeds == 1:
-            return self.init_state(init_keys)
-        return _distinct_buffers(jax.vmap(self.init_state)(init_keys))
-
-    def _compiled_init_states(self) -> LearnerState:
-        """:meth:`_init_states` computed by one compiled program per seed instead of eagerly (run
-        eagerly, the network's init alone compiles ~150 single operations), compiled without
-        XLA's backend optimisations (it runs once). Per seed, not vmapped over the seeds: a
-        vmapped orthogonal init is a batched LAPACK QR, which waits for the XLA CPU thread pool
-        from inside it and deadlocked on 2 cores (jaxlib 0.10, framestack/elman with 3 seeds)."""
-        init_keys = self._keys()[1]
-        one = jax.jit(self.init_state).lower(
-            init_keys if self.config.arch.num_seeds == 1 else init_keys[0]
-        )
-        init = one.compile(_RUN_ONCE_COMPILER_OPTIONS)
-        if self.config.arch.num_seeds == 1:
-            return _unaliased(init(init_keys))
-        states = [init(k) for k in init_keys]
-        return jax.jit(lambda s: jax.tree.map(lambda *x: jnp.stack(x), *s))(states)
-
-    def init(self) -> tuple[Any, jax.Array]:
-        """Initial learner state and host PRNG key of every seed (leading seed axis when S > 1),
-        laid out on the run's devices."""
-        state, key = self._compiled_init_states(), self._keys()[0]
-        place = self.placement
-        return place.put(state, self.state_shardings), place.put(key, place.replicated)
-
-    def compile_learn(self, state: Any) -> Any:
-        """``learn`` compiled ahead of time for ``state`` (once for the runs of one compile key,
-        :func:`build_run`)."""
-        if self.compiled_learn is None:
-            if "learn" not in self.compiled:
-                self.compiled["learn"] = self.learn.lower(state).compile()
-            self.compiled_learn = self.compiled["learn"]
-        return self.compiled_learn
-
-    def compile_programs(self, state: Any, key: jax.Array) -> Any:
-        """Compile every program of a chunk for ``state`` and host ``key``; returns the compiled
-        ``learn``. The small programs (``evaluator``, ``split``, ``params_finite``) compile in
-        background threads while ``learn`` compiles here (XLA compiles release the GIL), into
-        the jit caches their later calls hit; this hides their compile time behind ``learn``'s.
-        """
-        small = (
-            (self.evaluator, (state.params, key)),  # key: the shape and placement of eval keys
-            (self.split, (key,)),
-            (self.params_finite, (state.params,)),
-        )
-        with ThreadPoolExecutor(max_workers=len(small)) as pool:
-            pending = [pool.submit(lambda f=f, a=a: f.lower(*a).compile()) for f, a in small]
-            learn = self.compile_learn(state)
-            for future in pending:
-                future.result()
-        return learn
-
-    def close(self) -> None:
-        """End what the run holds outside its programs (nothing here; a host run's envs and
-        actor thread, :mod:`stoixlite.run.host`). The training loop calls it when it is done with
-        the run."""
-
-    def seed_params(self, params: Any) -> list[Any]:
-        """Per-seed parameter pytrees (the leading seed axis removed when S > 1)."""
-        if self.config.arch.num_seeds == 1:
-            return [params]
-        return [
-            jax.tree.map(lambda x, k=k: x[k], params) for k in range(self.config.arch.num_seeds)
-        ]
-
-
-# XLA options for programs that run once (initialisation): compile time over run time.
-_RUN_ONCE_COMPILER_OPTIONS = {"xla_backend_optimization_level": 0}
-
-
-def _distinct_buffers(tree: Any) -> Any:
-    """A copy with a distinct buffer per leaf (e.g. reset's next_obs aliases its observation), so
-    the state can be donated. Traced inside a program, the copies make distinct outputs; on
-    concrete arrays :func:`_unaliased` copies only what needs it."""
-    return jax.tree.map(lambda x: jnp.array(x, copy=True), tree)
-
-
-def _unaliased(tree: Any) -> Any:
-    """``tree`` with a copy of every concrete leaf whose buffer an earlier leaf already uses
-    (donation needs one buffer per leaf), the other leaves as they are. A program's outputs
-    normally have their own buffers; copying every leaf eagerly (one dispatch each) cost 0.4 s
-    of a run's start-up for nothing."""
-    seen: set[tuple[int, ...]] = set()
-
-    def once(x: Any) -> Any:
-        buffers = tuple(shard.data.unsafe_buffer_pointer() for shard in x.addressable_shards)
-        if buffers in seen:
-            return jnp.array(x, copy=True)
-        seen.add(buffers)
-        return x
-
-    return jax.tree.map(once, tree)
 
 
 def _build(cfg: RunConfig) -> Run:
@@ -345,11 +83,7 @@ def _compile_key(cfg: RunConfig) -> str:
 def build_run(cfg: RunConfig) -> Run:
     """The :class:`Run` of ``cfg``, a run of its own whose programs are shared with the runs
     of recent configs that compile the same (another seed, other outputs)."""
-    from stoixlite.envs.host import is_host_env
-
     if is_host_env(cfg.env.name):  # envs of its own, stepped on the host: never shared
-        from stoixlite.run.host import build_host_run
-
         return build_host_run(cfg)
     key = _compile_key(cfg)
     if key not in _CACHE:

@@ -3,7 +3,7 @@
 After every learn chunk the host loop (:mod:`stoixlite.run.loop`) checks the chunk's metrics
 (losses, returned stacked ``[..., U]`` per update) and a compiled all-finite flag of the
 parameters (``Run.params_finite``, :func:`stoixlite.ppo.finite.all_finite` jitted in
-:mod:`stoixlite.run.build`). On the first non-finite value the chunk is
+:mod:`stoixlite.run.parts`). On the first non-finite value the chunk is
 discarded: nothing of it is logged or saved, so the last good checkpoint stays latest and best.
 What happens next is ``arch.on_nonfinite``:
 

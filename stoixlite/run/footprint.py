@@ -28,7 +28,7 @@ import jax
 from stoixlite.config.strict import ConfigError
 
 if TYPE_CHECKING:
-    from stoixlite.run.build import Run
+    from stoixlite.run.parts import Run
 
 
 def tree_bytes(tree: Any) -> int:
@@ -57,10 +57,10 @@ class Footprint:
 
 def estimate(run: Run) -> Footprint:
     """The memory lower bound of ``run`` from the shapes of its state (nothing is computed)."""
-    from stoixlite.run.build import make_env_stack
+    from stoixlite.run.parts import make_env_stack
 
     cfg = run.config
-    state = jax.eval_shape(run._init_states)
+    state = jax.eval_shape(run.initial_states)
     eval_envs = cfg.arch.num_eval_envs
     eval_env = make_env_stack(cfg.env, eval_envs)
     reset = jax.eval_shape(eval_env.reset, jax.ShapeDtypeStruct((2,), "uint32"))

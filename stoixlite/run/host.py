@@ -54,7 +54,7 @@ from stoixlite.ppo.learner import (
 from stoixlite.ppo.rollout import ApplyFn, act
 from stoixlite.ppo.types import LearnerState, Transition
 from stoixlite.run.actor import ActorThread, InFlight, check_stop
-from stoixlite.run.build import Metrics, Run, _split, make_network
+from stoixlite.run.parts import Metrics, Run, make_network, split_key
 from stoixlite.run.sharding import Placement, select_devices
 from stoixlite.run.signals import ctrl_c_deferred
 
@@ -79,7 +79,7 @@ def _copy(tree: Any) -> Any:
 
 @dataclass
 class HostRun(Run):
-    """A :class:`~stoixlite.run.build.Run` whose envs are a :class:`HostVector` (and another for
+    """A :class:`~stoixlite.run.parts.Run` whose envs are a :class:`HostVector` (and another for
     evaluation). ``update``, ``learn_chunk`` and ``evaluate`` are host loops around compiled
     programs; ``learn`` and ``evaluator`` are the same functions (there is nothing to vmap)."""
 
@@ -113,7 +113,7 @@ class HostRun(Run):
         self.evaluate = self._evaluate
         self.learn = self._learn_chunk
         self.evaluator = self._evaluate
-        self.split = jax.jit(_split)
+        self.split = jax.jit(split_key)
         self.params_finite = jax.jit(all_finite)
 
     def train_seeds(self, update: int = 0) -> list[int]:

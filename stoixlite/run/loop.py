@@ -8,7 +8,7 @@ losses and parameters are finite (a non-finite chunk is discarded and the run st
 ``arch.on_nonfinite``, see :mod:`stoixlite.run.divergence`), evaluates, then hands the chunk's
 record to the :class:`~stoixlite.tracking.recorder.Recorder` (JSON lines, W&B, progress bar,
 checkpoints). With several seeds (``arch.num_seeds = S > 1``) the learner state has
-a leading ``[S]`` axis (see :mod:`stoixlite.run.build`); ``metrics.jsonl`` then holds the mean
+a leading ``[S]`` axis (see :mod:`stoixlite.run.parts`); ``metrics.jsonl`` then holds the mean
 over seeds (plus ``*_seed_std`` of the returns) and ``metrics_per_seed.jsonl`` one record per
 seed.
 
@@ -36,7 +36,7 @@ from omegaconf import OmegaConf
 
 from stoixlite.config.schema import RunConfig
 from stoixlite.envs.host.sources import HostEnvError
-from stoixlite.run.build import Run, build_run
+from stoixlite.run.build import build_run
 from stoixlite.run.distributed import check_agreement, is_primary
 from stoixlite.run.divergence import (
     CollapseWatch,
@@ -47,6 +47,7 @@ from stoixlite.run.divergence import (
 )
 from stoixlite.run.footprint import check_fits, run_devices
 from stoixlite.run.outputs import recorder_settings
+from stoixlite.run.parts import Run
 from stoixlite.run.resume import (
     CONFIG_FILE,
     HostState,

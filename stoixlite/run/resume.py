@@ -29,7 +29,8 @@ from stoixlite.config.parse import load_run_config, parse
 from stoixlite.config.plan import plan_run
 from stoixlite.config.schema import CNN_KEYS, RunConfig
 from stoixlite.config.strict import ConfigError
-from stoixlite.run.build import Run, build_run
+from stoixlite.run.build import build_run
+from stoixlite.run.parts import Run
 from stoixlite.run.sharding import to_host
 from stoixlite.tracking.checkpoint_errors import CheckpointCorruptError
 from stoixlite.tracking.checkpointing import Checkpointer, checkpoint_dir, quiet_orbax

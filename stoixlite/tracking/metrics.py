@@ -35,20 +35,21 @@ from typing import Any
 import jax
 import numpy as np
 
+from stoixlite.metric_keys import (
+    ENV_METRIC_PREFIX,
+    LAST100_COUNT_KEY,
+    LAST100_KEY,
+    LAST100_READS_KEY,
+)
+
 _SUM_KEYS = ("train/episodes",)
 # Returns whose spread over seeds is logged as ``<key>_seed_std`` when several seeds train together.
 SEED_STD_KEYS = ("eval/episode_return", "train/episode_return")
 _WEIGHTED_KEYS = ("train/episode_return", "train/episode_length")
 BEST_UPDATE_KEY = "train/episode_return_best_update"
-# The window of the last 100 finished episodes (stoixlite.ppo.episode_window): its mean after each
-# update, how many episodes it held (0 to 100) and whether the update ended a 65,536-step
-# iteration (0/1). The last two are device-side helpers, folded into the two keys below.
-LAST100_KEY = "train/episode_return_last100"
-LAST100_COUNT_KEY = "train/episode_window_count"
-LAST100_READS_KEY = "train/episode_window_reads"
+# The highest window mean read at a 65,536-step iteration's end within the chunk (from the
+# learner's window keys, stoixlite.metric_keys).
 LAST100_READ_KEY = "train/episode_return_last100_best_read"
-# Prefix of the env-provided episode statistics (weighted by episodes like the return).
-ENV_METRIC_PREFIX = "train/env/"
 
 
 def _per_episode(key: str) -> bool:
