@@ -1,4 +1,4 @@
-"""``scripts/popgym_table.py``: cells trained once (finished ones skipped, interrupted ones
+"""``python -m stoixlite.table``: cells trained once (finished ones skipped, interrupted ones
 resumed, ones stopped before their first checkpoint restarted), their records written to the
 records folder and the page built from the records alone (no run directory), failures recorded
 and reported non-zero, and a report whose numbers are the runs' own: the paper's MMER from the
@@ -17,14 +17,15 @@ import pytest
 from conftest import SCRIPTS, TINY, compose_config
 from omegaconf import OmegaConf
 
+from stoixlite.results.machine import machine_description
+from stoixlite.results.popgym_cells import best_memory_model, load_cells
+from stoixlite.results.popgym_page import README_END, README_START
 from stoixlite.results.popgym_records import read_record, read_records
-from stoixlite.results.popgym_report import (
-    README_END,
-    README_START,
-    best_memory_model,
-    grouped_commands,
-    load_cells,
-)
+from stoixlite.results.popgym_runs_page import grouped_commands
+from stoixlite.table import cells as table_cells
+from stoixlite.table import checkout, estimates, runner
+from stoixlite.table.cells import Cell
+from stoixlite.table.cli import main as table_main
 from stoixlite.tracking.jsonl import read_jsonl
 from stoixlite.tracking.metrics import BEST_UPDATE_KEY, LAST100_READ_KEY
 
@@ -41,7 +42,7 @@ READ_CELL += ["arch.total_timesteps=131072", "arch.num_evaluations=2", "logger.p
 def table(*args: str) -> subprocess.CompletedProcess:
     """The runner as users run it: its own process."""
     return subprocess.run(
-        [sys.executable, str(SCRIPTS / "popgym_table.py"), *args],
+        [sys.executable, "-m", "stoixlite.table", *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -59,7 +60,7 @@ def table_here(capsys, *args: str) -> subprocess.CompletedProcess:
     capsys.readouterr()
     handler = signal.getsignal(signal.SIGINT)
     try:
-        code = _runner().main(list(args))
+        code = table_main(list(args))
     except SystemExit as stop:
         code = stop.code
     finally:
@@ -105,7 +106,7 @@ def test_cells_train_skip_resume_and_report(trained_cells, tmp_path, capsys):
         assert f"network={network}" in record["run_command"]
         assert "arch.num_seeds=2" in record["run_command"]
         assert record["overrides"] == READ_CELL and record["variant"] == "tiny"
-        assert record["command"].startswith("python scripts/popgym_table.py train --envs")
+        assert record["command"].startswith("python -m stoixlite.table train --envs")
         assert record["config"]["network"]["name"] == network
         # both MMERs of each seed are the maxima of the run's own per-seed records
         run = out / "repeat_previous" / "easy" / f"{network}+tiny"
@@ -199,9 +200,10 @@ def test_interrupted_cells_resume_and_restart(trained_cells, tmp_path, capsys):
 
 
 def test_commands_that_differ_only_in_networks_are_merged():
-    train = "python scripts/popgym_table.py train"
+    train = "python -m stoixlite.table train"
+    old = "python scripts/popgym_table.py train"  # older records name the script it moved from
     commands = [
-        f"{train} --envs a --difficulties easy --networks mlp --seeds 10 11 12",
+        f"{old} --envs a --difficulties easy --networks mlp --seeds 10 11 12",
         f"{train} --envs a --difficulties easy --networks gru --seeds 10 11 12",
         f"{train} --envs a --difficulties easy --networks gru --seeds 10 11 12",
         f"{train} --envs a --difficulties easy --networks lmu --seeds 10 11 12 --stop-at 0.99",
@@ -263,20 +265,19 @@ def test_a_cell_another_runner_holds_or_finished_is_not_trained_again(
     after = {p: p.stat().st_mtime_ns for p in easy.rglob("*") if p.is_file() and p in before}
     assert after == before  # nothing removed or rewritten
 
-    runner = _runner()
     ns = argparse.Namespace(seeds=[0, 1], stop_at="null", overrides=READ_CELL, variant="tiny")
     record = records / "repeat_previous" / "easy" / "gru+tiny.json"
-    cell = runner.Cell(1, "repeat_previous", "easy", "gru", easy / "gru+tiny", record)
+    cell = Cell(1, "repeat_previous", "easy", "gru", easy / "gru+tiny", record)
     finished = read_record(record) | {"status": "done"}
     record.unlink()
-    assert runner.pending(ns, cell, {})  # no record yet when this runner starts
+    assert table_cells.pending(ns, cell, {})  # no record yet when this runner starts
     record.write_text(json.dumps(finished))  # the other runner finishes it
     capsys.readouterr()
     assert runner.claim(ns, cell, {}) is None
     assert "repeat_previous easy gru+tiny: done, skipped" in capsys.readouterr().out
     assert not _locked(easy / "gru+tiny.lock")  # not kept when the cell is skipped
     record.unlink()
-    assert runner.pending(ns, cell, {})
+    assert table_cells.pending(ns, cell, {})
     fd = runner.claim(ns, cell, {})  # still pending: taken
     assert fd is not None and _locked(easy / "gru+tiny.lock")
     os.close(fd)
@@ -336,7 +337,7 @@ def test_ctrl_c_lets_the_cell_stop_cleanly_and_records_it(tmp_path, capsys):
     args = ["train", *CELL, "--networks", "gru", "mlp", "--out", str(out), "--variant", "long",
             "--records", str(records), "--allow-changes"]  # fmt: skip
     proc = subprocess.Popen(
-        [sys.executable, str(SCRIPTS / "popgym_table.py"), *args, "--", *many],
+        [sys.executable, "-m", "stoixlite.table", *args, "--", *many],
         cwd=ROOT,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -363,21 +364,7 @@ def test_ctrl_c_lets_the_cell_stop_cleanly_and_records_it(tmp_path, capsys):
     assert f"resume={cell} arch.target_return=null" in dry.stdout, dry.stdout
 
 
-def _runner():
-    """The runner script as a module (its functions, without running it)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "popgym_table_script", SCRIPTS / "popgym_table.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_uncommitted_changes_are_named_by_their_diff_hash(tmp_path, monkeypatch):
-    runner = _runner()
+def test_uncommitted_changes_are_named_by_their_diff_hash(tmp_path):
     repo = tmp_path / "repo"
     repo.mkdir()
     git = ["git", "-C", str(repo), "-c", "user.email=a@b", "-c", "user.name=a"]
@@ -385,15 +372,14 @@ def test_uncommitted_changes_are_named_by_their_diff_hash(tmp_path, monkeypatch)
     (repo / "f.py").write_text("x = 1\n")
     subprocess.run([*git, "add", "f.py"], check=True)
     subprocess.run([*git, "commit", "-qm", "one"], check=True)
-    monkeypatch.setattr(runner, "ROOT", repo)
-    commit, tree = runner.git_state()
+    commit, tree = checkout.git_state(repo)
     assert tree == "clean" and len(commit) >= 7
     (repo / "untracked.txt").write_text("not part of the tree")
-    assert runner.git_state()[1] == "clean"
+    assert checkout.git_state(repo)[1] == "clean"
     (repo / "f.py").write_text("x = 2\n")
-    first = runner.git_state()[1]
+    first = checkout.git_state(repo)[1]
     (repo / "f.py").write_text("x = 3\n")
-    second = runner.git_state()[1]
+    second = checkout.git_state(repo)[1]
     assert first.startswith("changes ") and second.startswith("changes ") and first != second
 
 
@@ -401,9 +387,8 @@ def test_time_limit_starts_the_cells_that_fit(tmp_path, capsys):
     """Estimates come from the records on the same kind of machine: the same cell's
     seconds per step, else the slowest of the same model; cells over the limit are not
     started, known ones go first, unknown ones after."""
-    runner = _runner()
     records = tmp_path / "records"
-    machine = runner.machine_description()
+    machine = machine_description()
 
     def record(env, model, wall, steps=1000, jobs=1):
         path = records / env / "easy" / f"{model}.json"
@@ -416,14 +401,14 @@ def test_time_limit_starts_the_cells_that_fit(tmp_path, capsys):
 
     record("repeat_first", "gru", 10.0)  # 0.01 s per step
     record("autoencode", "gru", 200.0, jobs=4)  # slowest gru: 0.05 s per step and cell at once
-    rates = runner.wall_estimates([records], "GPU:" in machine)
-    cell = runner.Cell(1, "repeat_first", "easy", "gru", tmp_path / "x" / "gru", tmp_path / "r")
-    assert runner.estimate(cell, 2000, rates, jobs=1) == 20.0
-    assert runner.estimate(cell, 2000, rates, jobs=3) == 60.0  # three cells share the machine
-    other = runner.Cell(2, "higher_lower", "easy", "gru", tmp_path / "y" / "gru", tmp_path / "r")
-    assert runner.estimate(other, 2000, rates, jobs=1) == 100.0
-    mlp = runner.Cell(3, "higher_lower", "easy", "mlp", tmp_path / "y" / "mlp", tmp_path / "r")
-    assert runner.estimate(mlp, 2000, rates, jobs=1) is None
+    rates = estimates.wall_estimates([records], "GPU:" in machine)
+    cell = Cell(1, "repeat_first", "easy", "gru", tmp_path / "x" / "gru", tmp_path / "r")
+    assert estimates.estimate(cell, 2000, rates, jobs=1) == 20.0
+    assert estimates.estimate(cell, 2000, rates, jobs=3) == 60.0  # three cells share the machine
+    other = Cell(2, "higher_lower", "easy", "gru", tmp_path / "y" / "gru", tmp_path / "r")
+    assert estimates.estimate(other, 2000, rates, jobs=1) == 100.0
+    mlp = Cell(3, "higher_lower", "easy", "mlp", tmp_path / "y" / "mlp", tmp_path / "r")
+    assert estimates.estimate(mlp, 2000, rates, jobs=1) is None
     # the whole runner, dry, with a 60 s limit: repeat_first gru (0.01 s x its budget) does
     # not fit; higher_lower gru, recorded at 1e-6 s per step, fits and goes first; the cells of
     # a model with no record anywhere (here nor in results/popgym_table: no estimate) follow in
@@ -471,18 +456,17 @@ def test_paper_best_trains_the_papers_winners_and_published_cells_go_first(tmp_p
     """``--networks paper_best``: the port of the paper's best model of each published cell
     (both of a tie, none where every model tied or the paper has no number), published cells
     before unpublished ones."""
-    runner = _runner()
-    assert runner.cell_networks(["gru", "paper_best"], "repeat_previous", "medium") == [
+    assert table_cells.cell_networks(["gru", "paper_best"], "repeat_previous", "medium") == [
         "gru",
         "lmu",
     ]
-    assert runner.cell_networks(["paper_best"], "count_recall", "hard") == [
+    assert table_cells.cell_networks(["paper_best"], "count_recall", "hard") == [
         "positional_mlp",
         "tcn",
     ]
-    assert runner.cell_networks(["paper_best", "gru"], "autoencode", "easy") == ["gru"]
-    assert runner.cell_networks(["paper_best"], "position_only_cartpole", "hard") == []
-    assert runner.cell_networks(["paper_best"], "battleship", "medium") == []
+    assert table_cells.cell_networks(["paper_best", "gru"], "autoencode", "easy") == ["gru"]
+    assert table_cells.cell_networks(["paper_best"], "position_only_cartpole", "hard") == []
+    assert table_cells.cell_networks(["paper_best"], "battleship", "medium") == []
     args = ["train", "--envs", "battleship", "multiarmed_bandit", "--difficulties", "easy",
             "hard", "--networks", "mlp", "paper_best", "--records", str(tmp_path / "r"),
             "--out", str(tmp_path / "o"), "--dry-run"]  # fmt: skip
@@ -506,7 +490,6 @@ def test_a_record_trained_with_other_settings_trains_afresh(tmp_path, capsys):
 
     from stoixlite.results.popgym_records import changed_settings, write_record
 
-    runner = _runner()
     shipped = ROOT / "results" / "popgym_table" / "autoencode" / "easy" / "memoroid.json"
     record = read_record(shipped)
     cell = ["env=popgym/autoencode", "env.difficulty=easy", "network=memoroid"]
@@ -544,3 +527,38 @@ def test_a_record_trained_with_other_settings_trains_afresh(tmp_path, capsys):
     assert runner.keep_record(path, unfinished)  # today's settings replace the stale record
     write_record(path, record)
     assert not runner.keep_record(path, unfinished)  # same settings: the finished one stays
+
+
+def test_an_installed_package_names_its_places(tmp_path, capsys, monkeypatch):
+    """Without a source checkout (a wheel: no committed records, no docs) ``train`` and
+    ``report`` need ``--records``, ``report`` needs ``--out`` and refuses ``--docs`` (one line
+    each, exit 2); ``train --out`` defaults to ``outputs/popgym_table`` of the current directory
+    and records name the package's version instead of a commit."""
+    monkeypatch.setattr(checkout, "CHECKOUT", None)
+    monkeypatch.chdir(tmp_path)
+    records = tmp_path / "records"
+    for args, named in (
+        (["train", "--dry-run"], "--records"),
+        (["report"], "--records"),
+        (["report", "--records", str(records)], "--out"),
+        (["report", "--records", str(records), "--docs"], "--out"),
+    ):
+        run = table_here(capsys, *args)
+        lines = run.stderr.strip().splitlines()
+        assert run.returncode == 2 and len(lines) == 1 and named in lines[0], (args, run.stderr)
+    dry = table_here(capsys, "train", *CELL[:4], "--networks", "mlp", "--records", str(records),
+                     "--dry-run")  # fmt: skip
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    assert f"hydra.run.dir={tmp_path / 'outputs' / 'popgym_table'}/repeat_previous" in dry.stdout
+    assert checkout.git_state(None) == (checkout.package_version(), "installed")
+    assert not any(tmp_path.iterdir())  # a dry run writes nothing
+
+
+def test_the_old_script_path_runs_the_moved_tool():
+    """``scripts/popgym_table.py`` is a wrapper of ``python -m stoixlite.table``."""
+    run = subprocess.run(
+        [sys.executable, str(SCRIPTS / "popgym_table.py"), "--help"],
+        capture_output=True, text=True, cwd=ROOT, timeout=120,
+    )  # fmt: skip
+    assert run.returncode == 0 and "python -m stoixlite.table" in run.stdout, run.stdout
+    assert "train" in run.stdout and "report" in run.stdout

@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 import shutil
-from argparse import Namespace
 from pathlib import Path
 
 import pytest
 
+from stoixlite.results.popgym_cells import KEY, load_cells
 from stoixlite.results.popgym_paper import DIFFICULTIES, ENVS
 from stoixlite.results.popgym_records import read_randoms, read_records
-from stoixlite.results.popgym_report import KEY, load_cells, write_report
+from stoixlite.table.report import write_report
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDS = ROOT / "results" / "popgym_table"
@@ -50,29 +50,20 @@ def misquoted(text: str, cells) -> tuple[int, list[str]]:
     return rows, wrong
 
 
-def report_args(
-    records: Path, doc: Path, figure: Path, runs_doc: Path | None = None, readme: Path | None = None
-) -> Namespace:
-    """The arguments of ``popgym_table.py report`` (no random-policy episodes)."""
-    return Namespace(
-        records=records, doc=doc, runs_doc=runs_doc, figure=figure, readme=readme,
-        random_episodes=0,
-    )  # fmt: skip
-
-
 def test_committed_page_and_readme_block_are_rebuilt_from_the_records(tmp_path):
     readme = tmp_path / "README.md"
     shutil.copy(ROOT / "README.md", readme)
     doc = tmp_path / "docs" / "popgym_table.md"
     doc.parent.mkdir()
-    args = report_args(RECORDS, doc, tmp_path / "docs" / "img" / "popgym_table.png", readme=readme)
-    assert write_report(args) == 0
+    figure = tmp_path / "docs" / "img" / "popgym_table.png"
+    assert write_report(RECORDS, doc, figure, readme=readme, random_episodes=0) == 0
     for page in ("popgym_table.md", "popgym_table_runs.md"):
         assert (doc.parent / page).read_text() == (ROOT / "docs" / page).read_text(), (
-            f"docs/{page} differs from the records: run python scripts/popgym_table.py report"
+            f"docs/{page} differs from the records: run python -m stoixlite.table report --docs"
         )
     assert readme.read_text() == (ROOT / "README.md").read_text(), (
-        "README.md's POPGym block differs from the records: run scripts/popgym_table.py report"
+        "README.md's POPGym block differs from the records: "
+        "run python -m stoixlite.table report --docs"
     )
 
 
@@ -94,7 +85,7 @@ def test_records_are_complete_and_small():
 def test_a_garbled_record_is_named_in_one_line(tmp_path, garble, capsys):
     (tmp_path / "a" / "easy").mkdir(parents=True)
     (tmp_path / "a" / "easy" / "gru.json").write_text(garble)
-    assert write_report(report_args(tmp_path, tmp_path / "d.md", tmp_path / "f.png")) == 2
+    assert write_report(tmp_path, tmp_path / "d.md", tmp_path / "f.png", random_episodes=0) == 2
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 1 and str(tmp_path / "a" / "easy" / "gru.json") in out[0], out
     assert not (tmp_path / "d.md").exists()
@@ -125,8 +116,8 @@ def test_docs_quote_the_tables_cells_as_the_records_give_them():
 
 def test_an_unwritable_runs_page_is_named_in_one_line(tmp_path, capsys):
     """``report --runs-doc`` naming a folder: one line naming the option, exit 2."""
-    args = report_args(RECORDS, tmp_path / "d.md", tmp_path / "f.png", runs_doc=tmp_path)
-    assert write_report(args) == 2
+    doc, figure = tmp_path / "d.md", tmp_path / "f.png"
+    assert write_report(RECORDS, doc, figure, runs_doc=tmp_path, random_episodes=0) == 2
     out = capsys.readouterr().out.strip().splitlines()
     assert out == [f"error: cannot write --runs-doc {tmp_path}: Is a directory"], out
 
@@ -134,7 +125,7 @@ def test_an_unwritable_runs_page_is_named_in_one_line(tmp_path, capsys):
 def test_the_unpublished_cells_verdicts_are_counted_and_the_misses_named():
     """The sentence above the unpublished cells' table counts the rows of each verdict and names
     every cell where no memory model is above mlp."""
-    from stoixlite.results.popgym_report import memory_lines
+    from stoixlite.results.popgym_page import memory_lines
 
     lines = memory_lines(load_cells(read_records(RECORDS)))
     rows = [line for line in lines if line.startswith("| ") and "verdict" not in line]

@@ -1,3 +1,3 @@
 """Results of finished runs: seed statistics, reading run directories, the random-policy
 baseline and the published POPGym numbers (used by ``scripts/aggregate.py`` and
-``scripts/popgym_table.py``)."""
+``python -m stoixlite.table``)."""

@@ -1,7 +1,7 @@
 """The POPGym table's records: one small JSON file per trained cell, kept in the repository.
 
 ``results/popgym_table/<env>/<difficulty>/<model>[+<variant>].json`` holds everything the table
-shows about a cell, so that ``scripts/popgym_table.py report`` rebuilds docs/popgym_table.md from
+shows about a cell, so that ``python -m stoixlite.table report`` rebuilds the table's pages from
 the records alone (run directories, checkpoints and the machines that trained them are not
 needed):
 
@@ -27,9 +27,11 @@ Numbers are rounded to 6 decimals (far below the seeds' spread) to keep the file
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -207,12 +209,35 @@ def changed_settings(record: dict, cfg: Any) -> list[str]:
     return changed
 
 
-def write_record(path: Path, record: dict) -> None:
-    """Write a record atomically (a temporary file renamed over it), parents created."""
+def write_json_atomic(path: Path, data: Any) -> None:
+    """Write ``data`` as JSON to ``path`` so that a reader (or a process killed at any moment,
+    SIGKILL included) finds the old file or the new one, whole: the text goes to a temporary
+    file in the same folder, is flushed to disk (``fsync``) and renamed over ``path``, and the
+    folder's entry is flushed too. Parents are created; the temporary file is removed when the
+    write fails."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o644)  # mkstemp's file is private; a record is not
+        with os.fdopen(fd, "w") as out:
+            out.write(json.dumps(data, indent=1, sort_keys=True) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    folder = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(folder)
+    finally:
+        os.close(folder)
+
+
+def write_record(path: Path, record: dict) -> None:
+    """Write a record atomically (:func:`write_json_atomic`), parents created."""
+    write_json_atomic(path, record)
 
 
 def read_record(path: Path) -> dict:
@@ -254,12 +279,7 @@ def write_randoms(root: Path, randoms: dict[str, float]) -> str | None:
     """Write ``<root>/random.json``; ``None``, or one line saying why it could not be written."""
     path = root / RANDOM_FILE
     try:
-        root.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(
-            json.dumps({k: _round(v) for k, v in randoms.items()}, indent=1, sort_keys=True) + "\n"
-        )
-        os.replace(tmp, path)
+        write_json_atomic(path, {k: _round(v) for k, v in randoms.items()})
     except OSError as err:
         return f"cannot write {path}: {err.strerror or err}"
     return None
@@ -275,5 +295,6 @@ __all__ = [
     "record_name",
     "record_path",
     "write_randoms",
+    "write_json_atomic",
     "write_record",
 ]
