@@ -562,3 +562,61 @@ def test_the_old_script_path_runs_the_moved_tool():
     )  # fmt: skip
     assert run.returncode == 0 and "python -m stoixlite.table" in run.stdout, run.stdout
     assert "train" in run.stdout and "report" in run.stdout
+
+
+def test_a_cell_whose_runner_was_killed_is_resumed(trained_cells, tmp_path, capsys):
+    """What a runner killed with SIGKILL while a cell trains leaves behind (``cell.json`` saying
+    ``running``, a checkpoint, no record yet, the lock released with the dead processes): the
+    next ``train`` resumes the cell from its checkpoint."""
+    out, records, args = copy_cells(trained_cells, tmp_path)
+    run = out / "repeat_previous" / "easy" / "gru+tiny"
+    book = json.loads((run / "cell.json").read_text())
+    (run / "cell.json").write_text(json.dumps(book | {"status": "running"}))
+    (records / "repeat_previous" / "easy" / "gru+tiny.json").unlink()
+    dry = table_here(capsys, *args, "--dry-run", "--", *READ_CELL)
+    assert f"resume={run} arch.target_return=null" in dry.stdout, dry.stdout
+    assert "mlp+tiny: done, skipped" in dry.stdout
+
+
+def _children(pid: int) -> list[int]:
+    """The process ids of ``pid``'s children (Linux)."""
+    import pathlib
+
+    text = pathlib.Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    return [int(p) for p in text.split()]
+
+
+@pytest.mark.slow  # trains a cell twice over (about 2 minutes on 2 cores)
+def test_a_runner_killed_with_its_training_resumes_the_cell(tmp_path):
+    """The runner and its training process killed with SIGKILL after the cell's first
+    checkpoint (a lost machine): the same command resumes the cell and records it finished,
+    both attempts in its record."""
+    import os
+    import signal
+    import time
+
+    out, records = tmp_path / "cells", tmp_path / "records"
+    many = [*TINY_CELL, "arch.total_timesteps=76800", "arch.num_evaluations=100"]
+    args = ["train", *CELL, "--networks", "gru", "--out", str(out), "--variant", "long",
+            "--records", str(records), "--allow-changes", "--", *many]  # fmt: skip
+    proc = subprocess.Popen([sys.executable, "-m", "stoixlite.table", *args], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    cell = out / "repeat_previous" / "easy" / "gru+long"
+    deadline = time.monotonic() + 600
+    while not table_cells.has_checkpoint(cell) and time.monotonic() < deadline:
+        assert proc.poll() is None
+        time.sleep(0.2)
+    training = _children(proc.pid)  # killed a moment after its first finished checkpoint
+    proc.send_signal(signal.SIGKILL)
+    for pid in training:
+        os.kill(pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    time.sleep(1.0)  # the training process is reaped by init
+    assert not (records / "repeat_previous" / "easy" / "gru+long.json").exists()
+    again = table(*args)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"resume={cell}" in again.stdout, again.stdout
+    record = read_record(records / "repeat_previous" / "easy" / "gru+long.json")
+    assert record["status"] == "done" and record["steps"] == record["budget"] == 76800
+    first, second = record["attempts"]
+    assert first["exit"] is None and second["exit"] == 0, record["attempts"]
