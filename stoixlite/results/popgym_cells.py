@@ -14,7 +14,13 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from stoixlite.results.popgym_paper import DIFFICULTIES, ENVS, PAPER, PaperCell
+from stoixlite.results.popgym_paper import (
+    DIFFICULTIES,
+    ENVS,
+    PAPER,
+    PaperCell,
+    paper_best_networks,
+)
 from stoixlite.results.stats import SeedSummary, summarize_seeds
 
 MEMORYLESS = ("mlp", "feedforward", "identity")
@@ -209,3 +215,86 @@ def memory_verdicts(cells: Cells) -> list[MemoryVerdict]:
                 verdict = NONE
             verdicts.append(MemoryVerdict(env, difficulty, m, best, verdict))
     return verdicts
+
+
+def table_cells() -> list[tuple[str, str, str]]:
+    """``(env, difficulty, model)`` of every cell the table's pages show, which ``train`` trains
+    by default: :data:`COLUMNS` on all 48 cells, and on each published cell the ports of the
+    paper's best model(s) (:func:`~stoixlite.results.popgym_paper.paper_best_networks`)."""
+    return [
+        (env, difficulty, model)
+        for difficulty in DIFFICULTIES
+        for env in ENVS
+        for model in dict.fromkeys([*COLUMNS, *paper_best_networks(env, difficulty)])
+    ]
+
+
+@dataclass
+class Cost:
+    """What training a set of cells costs on one machine, from the records' wall times:
+    ``hours`` of the machine (a cell's wall time divided by the cells that trained beside it),
+    ``measured`` cells timed there, ``estimated`` cells at their model's median rate there (or,
+    for a model never timed there, the median rate of every cell timed there: ``untimed``
+    models), ``missing`` cells without a record (not counted), and the cells trained at once."""
+
+    machine: str
+    hours: float
+    measured: int
+    estimated: int
+    untimed: list[str]
+    missing: int
+    jobs: list[int]
+    steps: float  # env steps per seed of the cells counted, in all
+
+
+def _median(values: list[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def machine_cost(cells: Cells, wanted: list[tuple[str, str, str]], gpu: bool) -> Cost | None:
+    """:class:`Cost` of training ``wanted`` (``(env, difficulty, model)``; shipped configs) on
+    the machine with a GPU (``gpu``) or without that the most records ran on; each cell for its
+    record's budget. ``None`` when no record of a shipped config ran on such a machine."""
+    timed = [
+        m
+        for models in cells.values()
+        for m in models.values()
+        if m.gpu == gpu and m.record.get("wall_s") and m.steps > 0
+    ]
+    machines = [str(m.last_attempt.get("machine")) for m in timed]
+    if not machines:
+        return None
+    machine = max(sorted(set(machines)), key=machines.count)
+    rates: dict[str, list[float]] = {}  # model: seconds of the machine per env step
+    own: dict[tuple[str, str, str], float] = {}
+    jobs = set()
+    for m in timed:
+        if str(m.last_attempt.get("machine")) != machine or m.variant:
+            continue
+        rate = float(m.record["wall_s"]) / m.jobs / m.steps
+        rates.setdefault(m.model, []).append(rate)
+        own[(m.record["env"], m.record["difficulty"], m.model)] = rate
+        jobs.add(m.jobs)
+    if not rates:
+        return None  # only ablations (+variant) ran there
+    every = _median([r for model_rates in rates.values() for r in model_rates])
+    seconds, steps, measured, estimated, missing, untimed = 0.0, 0.0, 0, 0, 0, set()
+    for env, difficulty, model in wanted:
+        cell = cells.get((env, difficulty), {}).get(model)
+        if cell is None or not cell.budget:
+            missing += 1
+            continue
+        rate = own.get((env, difficulty, model))
+        if rate is not None:
+            measured += 1
+        else:
+            estimated += 1
+            if model not in rates:
+                untimed.add(model)
+            rate = _median(rates[model]) if model in rates else every
+        seconds += rate * cell.budget
+        steps += cell.budget
+    return Cost(machine, seconds / 3600, measured, estimated, sorted(untimed), missing,
+                sorted(jobs), steps)  # fmt: skip

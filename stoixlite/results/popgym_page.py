@@ -19,8 +19,10 @@ from stoixlite.results.popgym_cells import (
     ModelCell,
     above_best,
     best_memory_model,
+    machine_cost,
     memory_verdicts,
     standing,
+    table_cells,
 )
 from stoixlite.results.popgym_paper import DIFFICULTIES, ENVS, PAPER, PaperCell
 from stoixlite.results.stats import LABEL
@@ -265,49 +267,6 @@ Statistics: {label}.
 """
 
 
-def wall_lines(cells: Cells) -> list[str]:
-    """The recorded wall time of the finished cells per kind of machine, the machine time they
-    used (a cell's wall time divided by the cells that trained beside it) and, at that rate, the
-    machine time the 144 mlp/gru/memoroid cells not yet finished would take."""
-    walls: dict[str, list[float]] = {}
-    shares: dict[str, list[float]] = {}
-    steps: dict[str, float] = {}
-    for models in cells.values():
-        for cell in models.values():
-            wall = cell.record.get("wall_s")
-            if cell.status != "done" or wall is None:
-                continue
-            last = cell.record["attempts"][-1] if cell.record["attempts"] else {}
-            kind = cell.machine.split(",")[0]
-            walls.setdefault(kind, []).append(float(wall))
-            shares.setdefault(kind, []).append(float(wall) / max(1, int(last.get("jobs") or 1)))
-            steps[kind] = steps.get(kind, 0.0) + float(cell.record["steps"])
-    left = sum(
-        1
-        for env in ENVS
-        for difficulty in DIFFICULTIES
-        for model in ("gru", "memoroid", "mlp")
-        if not (
-            model in cells.get((env, difficulty), {})
-            and cells[(env, difficulty)][model].status == "done"
-        )
-    )
-    lines = []
-    for kind in sorted(walls):
-        per_2m = sum(shares[kind]) / steps[kind] * 2e6
-        lines.append(
-            f"Recorded so far on {kind}: {len(walls[kind])} finished cells, "
-            f"{sum(walls[kind]) / 3600:.1f} h of cell wall time in all (median "
-            f"{sorted(walls[kind])[len(walls[kind]) // 2]:.0f} s per cell), "
-            f"{sum(shares[kind]) / 3600:.1f} h of the machine (each cell's wall time divided by "
-            f"the cells that trained beside it): {per_2m:.0f} s of the machine per 2M-step cell. "
-            f"At that rate the {left} of the 144 mlp/gru/memoroid cells not finished yet take "
-            f"about {left * per_2m / 3600:.1f} h of one such machine at 2M steps each "
-            "(battleship's budget is 6M, repeat_first's 8M)."
-        )
-    return lines
-
-
 def budget_text(cells: Cells) -> str:
     """The budgets of the records, in millions of steps."""
     budgets = sorted({m.budget for models in cells.values() for m in models.values()})
@@ -316,6 +275,102 @@ def budget_text(cells: Cells) -> str:
     low, high = budgets[0] / 1e6, budgets[-1] / 1e6
     span = f"{low:g}M" if low == high else f"{low:g}M to {high:g}M steps"
     return f"{span} among the records here"
+
+
+def machine_text(machine: str) -> str:
+    """A record's machine as a sentence says it: ``"AMD EPYC, 2 cores"`` -> ``"2-core AMD
+    EPYC"``; ``"<CPU>; GPU: NVIDIA H200 x 1"`` -> ``"NVIDIA H200 (host: <CPU>)"``."""
+    cpu, _, gpu = machine.partition("; GPU: ")
+    name, _, cores = cpu.rpartition(", ")
+    if cores.endswith(" cores") and name:
+        cpu = f"{cores.split()[0]}-core {name}"
+    if not gpu:
+        return cpu
+    gpu = gpu.removesuffix(" x 1")
+    return f"{gpu} (host: {cpu})"
+
+
+def _names(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def cost_lines(cells: Cells) -> list[str]:
+    """What training every cell of :func:`~stoixlite.results.popgym_cells.table_cells` costs
+    on a CPU and on a GPU (:func:`~stoixlite.results.popgym_cells.machine_cost`): one line per
+    kind of machine that a record ran on."""
+    wanted = table_cells()
+    lines = []
+    for gpu in (False, True):
+        cost = machine_cost(cells, wanted, gpu)
+        if cost is None:
+            continue
+        if cost.jobs == [1]:
+            at_once = "one cell at a time"
+        else:
+            at_once = (
+                f"{cost.jobs[0]} to {cost.jobs[-1]} cells at once (each cell's wall time divided "
+                "by the cells beside it)"
+            )
+        how = f"{cost.measured} cells' own times there"
+        if cost.estimated:
+            how += f", the other {cost.estimated} at their model's median seconds per step there"
+        if cost.untimed:
+            how += (
+                f"; {_names(cost.untimed)}, never timed there, at the median of the "
+                f"{cost.measured} timed cells"
+            )
+        if cost.missing:
+            how += f"; {cost.missing} cells without a record not counted"
+        kind = "a GPU" if gpu else "a CPU"
+        machine = machine_text(cost.machine)
+        lines.append(f"- On {kind}: about {cost.hours:.1f} h of one {machine}, {at_once}: {how}.")
+    return lines
+
+
+def rebuild_lines(cells: Cells) -> list[str]:
+    """How to train the table again, what it costs (:func:`cost_lines`), and the records that
+    ``train``'s defaults do not make."""
+    wanted = table_cells()
+    steps = sum(cells[(e, d)][m].budget for e, d, m in wanted if m in cells.get((e, d), {}))
+    extra: dict[str, list[str]] = {}
+    for (env, difficulty), models in cells.items():
+        for model in sorted(models):
+            if (env, difficulty, model) not in set(wanted) and "+" not in model:
+                extra.setdefault(f"{env} {difficulty}", []).append(model)
+    lines = [
+        "`python -m stoixlite.table train --records DIR` trains every cell this page shows into",
+        "the records folder DIR (a new folder: all of them): mlp, gru and memoroid on the 48 cells",
+        "and, on the published cells, the ports of the paper's best models (`--networks mlp gru",
+        f"memoroid paper_best`, the default: {len(wanted)} cells), seeds 10-12 in one program per",
+        "cell, each cell's shipped config and whole budget. A cell with a finished record in DIR",
+        "is skipped, an interrupted one resumed, one trained with other settings than its shipped",
+        "config today trained afresh. Without `--records`, a checkout's `train` writes into",
+        "`results/popgym_table/`, where the committed records are already finished.",
+        "`python -m stoixlite.table report --records DIR` writes this page, the page of every",
+        "model and the figure into `outputs/popgym_table_report/` (`--out` elsewhere;",
+        "`--docs` rewrites a checkout's docs pages and README block, and says so).",
+        "",
+        f"What that costs, from the records' wall times ({steps / 1e6:.0f}M env steps per seed in",
+        "all, compile and evaluations included):",
+        "",
+        *cost_lines(cells),
+        "",
+        "On one GPU, `python -m stoixlite.table train --records DIR --jobs 6 --time-limit 540`",
+        "trains as many pending cells as fit in 9 minutes (published cells first), choosing them",
+        "by the wall times recorded here scaled to the cells trained at once. Several `train`",
+        "commands may share one `--out` on one machine (say one per terminal, each with its own",
+        "`--envs`): a runner locks each cell while it trains it, and skips a cell another runner",
+        "holds or finished since it started.",
+    ]
+    if extra:
+        shown = "; ".join(f"{cell}: {', '.join(models)}" for cell, models in sorted(extra.items()))
+        count = sum(len(models) for models in extra.values())
+        lines += [
+            "",
+            f"The records hold {count} more models than `train` trains by default ({shown}); "
+            "their commands are on the page of every model.",
+        ]
+    return lines
 
 
 def render(cells: Cells, randoms: dict[str, float], figure_rel: str | None, runs_rel: str) -> str:
@@ -349,21 +404,7 @@ def render(cells: Cells, randoms: dict[str, float], figure_rel: str | None, runs
         "",
         "## Rebuilding the table",
         "",
-        "`python -m stoixlite.table train` trains every cell without a finished record",
-        "(mlp, gru and memoroid on all 48 cells, seeds 10-12) and writes the records; a record",
-        "trained with other settings than the cell's shipped config today trains afresh;",
-        "`python -m stoixlite.table report --docs` rebuilds this page. On one GPU,",
-        "`python -m stoixlite.table train --jobs 6 --time-limit 540 --records DIR",
-        "--networks gru memoroid mlp paper_best` trains as many pending cells as fit in 9",
-        "minutes (published cells first; `paper_best`: the port of the paper's best model of each",
-        "published cell), choosing them by the wall times recorded here scaled to the cells",
-        "trained at once, and writes their records to DIR (copy them into",
-        "`results/popgym_table/`). On one H200, 3 to 13 cells at once each came to 20-25 s",
-        "of the GPU per 2M-step cell: the GPU, not the host, sets the pace.",
-        "Several `train` commands may share one `--out` on one machine (say one per terminal,",
-        "each with its own `--envs`): a runner locks each cell while it trains it, and skips a",
-        "cell another runner holds or finished since it started.",
-        *wall_lines(cells),
+        *rebuild_lines(cells),
         "",
     ]
     return "\n".join(parts)
@@ -393,6 +434,15 @@ def readme_block(cells: Cells, image: str | None = None) -> str:
             f"| {best_text} | {number(paper.gru)} | {number(paper.best)} ({paper.best_model}) |"
         )
     lines += ["", *target_lines(cells, docs="docs/")]
+    lines += [
+        "",
+        "Reproduce it from a clone: `python -m stoixlite.table train --records my_records`, then",
+        "`python -m stoixlite.table report --records my_records` (the pages, into",
+        "`outputs/popgym_table_report/`). What the whole table costs, from the records' wall",
+        "times:",
+        "",
+        *cost_lines(cells),
+    ]
     if image:
         lines += ["", f"![stoixlite against the POPGym paper, per cell]({image})"]
     lines.append(README_END)

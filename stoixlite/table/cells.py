@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stoixlite.cli.args import checked_run_config
+from stoixlite.results.popgym_cells import COLUMNS
 from stoixlite.results.popgym_paper import PAPER, paper_best_networks
 from stoixlite.results.popgym_records import (
     RecordError,
@@ -30,7 +31,9 @@ from stoixlite.results.popgym_records import (
 
 CELL_FILE = "cell.json"  # the runner's bookkeeping in a cell's run directory
 PAPER_BEST = "paper_best"  # in --networks: the paper's best model of each published cell
-DEFAULT_NETWORKS = ["gru", "memoroid", "mlp"]
+# Every model the table's pages show: the three columns on every cell, and the ports of the
+# paper's best models behind "our best" on the published ones (popgym_cells.table_cells).
+DEFAULT_NETWORKS = [*COLUMNS, PAPER_BEST]
 DEFAULT_SEEDS = [10, 11, 12]
 
 

@@ -209,9 +209,10 @@ def stop_all(running: list[Launch], sig: int) -> None:
                     other.proc.kill()
 
 
-def plan(args: Namespace, configs: dict, root: Path | None) -> list[Cell]:
+def plan(args: Namespace, configs: dict, root: Path | None) -> tuple[list[Cell], int]:
     """The pending cells in the order they start: all of them, or with ``--time-limit`` those
-    whose estimate fits (known estimates first, then unknown ones; prints the others)."""
+    whose estimate fits (known estimates first, then unknown ones; prints the others); and how
+    many cells are pending."""
     cells = [
         Cell(
             k,
@@ -225,7 +226,7 @@ def plan(args: Namespace, configs: dict, root: Path | None) -> list[Cell]:
     ]
     todo = [cell for cell in cells if pending(args, cell, configs)]
     if args.time_limit is None:
-        return todo
+        return todo, len(todo)
     gpu = "GPU:" in machine_description()
     roots = [args.records] + ([root / COMMITTED_RECORDS] if root is not None else [])
     rates = wall_estimates(list(dict.fromkeys(roots)), gpu)
@@ -237,13 +238,18 @@ def plan(args: Namespace, configs: dict, root: Path | None) -> list[Cell]:
             print(f"[{cell.k}] {cell.name}: about {cell.estimate:.0f} s, over "
                   f"--time-limit {args.time_limit}: not started", flush=True)  # fmt: skip
     known = [c for c in todo if c.estimate is not None and c.estimate <= args.time_limit]
-    return known + [c for c in todo if c.estimate is None]
+    return known + [c for c in todo if c.estimate is None], len(todo)
 
 
 def train(args: Namespace, configs: dict, root: Path | None) -> int:
     """Train the pending cells (:func:`plan`), ``args.jobs`` at a time; ``root``: the checkout
     the runner runs from (``None``: an installed package). Exit 0, 1 (a cell failed) or 130."""
-    todo = plan(args, configs, root)
+    todo, waiting = plan(args, configs, root)
+    if not waiting:
+        print(f"nothing to train: every cell asked for has a finished record in "
+              f"{relative(args.records, root)} (--records DIR trains them into another folder)",
+              flush=True)  # fmt: skip
+        return 0
     if args.dry_run:
         for cell in todo:
             cmd = train_command(args, cell.env, cell.difficulty, cell.network, cell.path)
