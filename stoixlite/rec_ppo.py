@@ -322,14 +322,19 @@ def _value_error(cfg: DictConfig | None) -> str | None:
 def cli(argv: list[str] | None = None) -> None:
     """The command line: overrides checked first (one line, exit 2, :mod:`stoixlite.cli.overrides`),
     then :func:`main` under Hydra."""
-    from stoixlite.cli.overrides import composed_or_error, flags_first, resume_in_place
+    from stoixlite.cli.overrides import (
+        composed_or_error,
+        env_kwargs_added,
+        flags_first,
+        resume_in_place,
+    )
 
     global _EXISTED
     # Ctrl-C means stop, also where the process was started with SIGINT ignored (a background
     # job of a script, some test harnesses): compiling is interrupted, training saves and stops.
     previous = hold_ctrl_c()
     try:
-        argv = sys.argv[1:] if argv is None else argv
+        argv = env_kwargs_added(sys.argv[1:] if argv is None else argv)
         cfg, error = composed_or_error(argv, CONFIG_DIR)
         _EXISTED = _existing_paths([*argv, *resume_in_place(argv)]) if error is None else None
         error = error or _output_dir_error(argv) or _value_error(cfg)

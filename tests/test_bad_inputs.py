@@ -83,9 +83,27 @@ BAD_INPUTS: list[tuple[list[str], str, int]] = [
     (["env.name=popgym/nope"], "env.name='popgym/nope' is invalid: choose one of", CONFIG),
     (["env.difficulty=impossible"], "env.difficulty='impossible' is invalid", CONFIG),
     (["env=gymnax/CartPole-v1", "env.difficulty=hard"], "has no difficulty levels", CONFIG),
-    (["env=craftax/nope"], "env=craftax/nope is invalid: choose one of ['", CONFIG),
+    (["env=craftax/nope"], "env=craftax/nope is invalid: no such env; choose one of ['", CONFIG),
     (["env.name=craftax/nope"], "env.name='craftax/nope' is invalid: choose one of", CONFIG),
-    (["env=arcade/pong"], "env=arcade/pong is invalid: choose one of ['", CONFIG),
+    (["env=arcade/pong"], "env=arcade/pong is invalid: no such env; choose one of ['", CONFIG),
+    # an env by its own library's id (stoixlite/cli/env_names.py): the closest names
+    (["env=gymnasium/Acrobat-v1"], "is not a registered Gymnasium id (gym", CONFIG),
+    (["env=gymnasium/acrobot-v1"], "closest: gymnasium/Acrobot-v1, gymnax/Acrobot-v1", CONFIG),
+    (["env=gymnax/catch"], "env=gymnax/catch is invalid: not an env of stoixlite's gym", CONFIG),
+    (["env=gymnax/breakout"], "closest: gymnax/Breakout-MinAtar, arcade/breakout", CONFIG),
+    (["env=gymnsium/CartPole-v1"], "no such env; closest: gymnasium/CartPole-v1", CONFIG),
+    (["env=popgym/repeat_previus"], "closest: popgym/repeat_previous, popgym/repeat_first", CONFIG),
+    (["env=gymnax/MNISTBandit-bsuite"], "not available: gymnax downloads MNIST", CONFIG),
+    (["env=gymnasium/no_such_module:X-v0"], "cannot import no_such_module", CONFIG),
+    (["env=nope"], "choose one of arcade/<name>, craftax/<name>, gymnasium/<id>", CONFIG),
+    (["-m", "env=gymnax/Catch-bsuite,gymnax/Catsh-bsuite"], "closest: gymnax/Catch-bs", CONFIG),
+    (["-m", "env=choice(gymnax/Catch-bsuite,gymnax/nope)"], "env=gymnax/nope is invalid", CONFIG),
+    (
+        ["env=gymnax/Catch-bsuite", "env.kwargs.max_steps=5"],
+        "env.kwargs.max_steps=5 is invalid: gymnax/Catch-bsuite refuses it (unknown params",
+        CONFIG,
+    ),
+    (["env=gymnasium/Acrobot-v1", "env.kwargs.bogus=1"], "bogus", CONFIG),
     (
         ["env=gymnax/MemoryChain-bsuite", "+env.kwargs.bogus=1"],
         "env.kwargs.bogus=1 is invalid: gymnax/MemoryChain-bsuite refuses it (unknown params "
@@ -122,7 +140,7 @@ BAD_INPUTS: list[tuple[list[str], str, int]] = [
     (["network.cnn_channels=[0,8]"], "network.cnn_channels=[0, 8] is invalid: must be a", CONFIG),
     (["network.cnn_strides=2"], "network.cnn_strides=2 is invalid: must be a non-empty", CONFIG),
     # command-line overrides Hydra cannot apply
-    (["env=popgym/nope"], "env=popgym/nope is invalid: choose one of ['", CONFIG),
+    (["env=popgym/nope"], "env=popgym/nope is invalid: no such env; choose one of ['", CONFIG),
     (["network=foo"], "network=foo is invalid: choose one of ['deltanet', 'dnc'", CONFIG),
     (["system=nope"], "system=nope is invalid: choose one of ['rec_ppo']", CONFIG),
     (["logger=nope"], "logger=nope is invalid: choose one of ['default', 'wandb']", CONFIG),

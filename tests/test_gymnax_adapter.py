@@ -186,7 +186,14 @@ def test_pendulum_box_action_and_truncation():
     np.testing.assert_allclose(traj.extras["next_obs"][4, 3:], [actions[4, 0], 0.0])
 
 
-@pytest.mark.parametrize("env_id", GYMNAX_ENVS)
+WITH_FILES = sorted(p.stem for p in CONFIG_DIR.glob("*.yaml"))
+
+
+def test_the_envs_with_files_are_registered():
+    assert set(WITH_FILES) <= set(GYMNAX_ENVS)
+
+
+@pytest.mark.parametrize("env_id", WITH_FILES)
 def test_registered_envs_and_configs(env_id):
     name = f"gymnax/{env_id}"
     env = make(name, difficulty=None)

@@ -1,5 +1,5 @@
 """The gymnax-style adapter (``stoixlite.envs.gymnax_style``) on a toy env written here the way
-docs/envs.md ("Adding a JAX env in one file") tells: the termination/truncation split, the
+docs/extending.md ("Adding a JAX env in one file") tells: the termination/truncation split, the
 env-provided episode metrics through the wrappers, the rollout and the learner's
 ``train/env/<name>`` means (against numpy), and their episode-weighted reduction per chunk."""
 

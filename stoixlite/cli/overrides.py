@@ -6,7 +6,11 @@ or a malformed override (``arch.num_envs``) in several lines, some without the l
 allowed; :mod:`stoixlite.rec_ppo` prints it and exits with status 2 before anything is built.
 
 * Group options (also in a multirun's comma lists): the option must be a ``.yaml`` file of the
-  group under ``configs/``; the line lists every available option.
+  group under ``configs/``; the line lists every available option. ``env=`` also takes the ids of
+  a family with defaults (``env=gymnasium/<id>``, ``env=gymnax/<id>``), which
+  :mod:`stoixlite.cli.env_names` checks and adds to Hydra's options (a wrong one: the closest
+  names).
+* ``env.kwargs.<key>=<value>`` needs no ``+`` (:func:`env_kwargs_added`).
 * Everything else (single runs only; a multirun's sweep syntax is Hydra's to expand): the
   overrides are composed once with Hydra's compose API and its error is cut to one line;
   :func:`composed_or_error` also returns that composed config, so that a script checks and
@@ -23,6 +27,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 from omegaconf import DictConfig
 
+from stoixlite.cli.env_names import add_env_options
 from stoixlite.config.parse import resolved
 from stoixlite.config.strict import ConfigError, unknown_key_hint
 from stoixlite.run.run_dir import held_outputs, run_dir_in_use, stopped_before_first_checkpoint
@@ -48,6 +53,8 @@ def group_option_error(argv: list[str], config_dir: Path) -> str | None:
         group = key.lstrip("+~")
         if "." in group or group.startswith("hydra") or not (config_dir / group).is_dir():
             continue
+        if group == "env":  # also the ids of env families: stoixlite.cli.env_names
+            continue
         if any(token in value for token in _SWEEP_SYNTAX):
             continue
         choices = group_options(config_dir, group)
@@ -55,6 +62,18 @@ def group_option_error(argv: list[str], config_dir: Path) -> str | None:
             if option not in choices:
                 return f"{group}={option} is invalid: choose one of {choices}"
     return None
+
+
+_ENV_KWARG = re.compile(r"\+{0,2}env\.kwargs\.[^=]+=")
+
+
+def env_kwargs_added(argv: list[str]) -> list[str]:
+    """``argv`` with each ``env.kwargs.<key>=<value>`` (with or without ``+``) written
+    ``++env.kwargs.<key>=<value>``: Hydra sets a key the composed config lacks only with ``+``,
+    and refuses ``+`` for one it has (``configs/env/arcade/*.yaml`` set some); ``++`` sets it
+    either way, so an env's keyword arguments are given like any key. The env's factory checks
+    the keys and their values (:func:`stoixlite.config.checks.check_env`)."""
+    return [f"++{arg.lstrip('+')}" if _ENV_KWARG.match(arg) else arg for arg in argv]
 
 
 def _one_line(message: str) -> str:
@@ -344,11 +363,15 @@ def composed_or_error(
 ) -> tuple[DictConfig | None, str | None]:
     """The first command-line mistake of ``argv`` as one line, else the config Hydra composes from
     it (composed once: ``(config, None)``; ``(None, line)`` for the first mistake; ``(None,
-    None)`` for a multirun or Hydra flags, whose composing is Hydra's)."""
+    None)`` for a multirun or Hydra flags, whose composing is Hydra's). The ``env=`` options of
+    env families are added to Hydra's options (:func:`~stoixlite.cli.env_names.add_env_options`)
+    for this composition and Hydra's own."""
+    argv = env_kwargs_added(argv)
     error = (
         argument_error(argv)
         or flag_value_error(argv, config_dir)
         or group_option_error(argv, config_dir)
+        or add_env_options(argv, config_dir)
         or run_dir_error(argv)
         or resume_dir_error(argv)
     )

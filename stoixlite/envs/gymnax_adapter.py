@@ -31,9 +31,15 @@ lowest-reward outcome (the first on ties) is taken
 ``vmap`` the candidates are stepped only on steps where some action of the batch is invalid
 (``n + 1`` gymnax steps then, 3 for a Box; one otherwise).
 
-Registered names (factory kwargs are gymnax ``EnvParams`` overrides, e.g.
+Registered names: ``gymnax/<id>`` for every id of ``gymnax.registered_envs`` that runs offline
+(:data:`GYMNAX_ENVS`; ``MNISTBandit-bsuite``, which downloads MNIST when it is made, is refused
+with that reason: :data:`GYMNAX_REFUSED`). Factory kwargs are gymnax ``EnvParams`` overrides, e.g.
 ``make("gymnax/CartPole-v1", max_steps_in_episode=100)``; ``env_kwargs`` go to the gymnax
-constructor, e.g. ``env_kwargs={"num_bits": 2}`` for MemoryChain):
+constructor, e.g. ``env_kwargs={"num_bits": 2}`` for MemoryChain. Image observations
+(MinAtar's ``[10, 10, C]`` channels, Pong's ``[30, 40, 3]``) stay images, which the cnn
+encoder reads and the mlp encoder flattens; other observations are flattened (Catch's
+``[10, 5]`` board, DeepSea's ``[8, 8]`` grid), FrozenLake's cell index is one-hot. The envs
+with a config of their own (``configs/env/gymnax/<id>.yaml``), in detail:
 
 * ``gymnax/CartPole-v1`` (time limit 500), ``gymnax/Acrobot-v1`` (500),
   ``gymnax/Pendulum-v1`` (200, Box action of shape (1,)), ``gymnax/MountainCar-v0`` (200).
@@ -60,6 +66,9 @@ constructor, e.g. ``env_kwargs={"num_bits": 2}`` for MemoryChain):
 * ``gymnax/GaussianBandit-misc``: arm 0 pays 0; arm 1 pays ``N(mu, 0.1^2)`` with ``mu ~ N(-1,
   1)`` drawn per episode (Lange & Sprekeler 2022). Observation as the Bernoulli bandit's; 100
   pulls, truncated.
+
+The others take the gymnax family's defaults (``configs/env_defaults/gymnax.yaml``, selected by
+``env=gymnax/<id>``: :mod:`stoixlite.cli.env_names`).
 """
 
 from __future__ import annotations
@@ -73,9 +82,9 @@ from typing import Any
 import jax
 
 from stoixlite.envs.gymnax_style import GymnaxState, GymnaxStyleEnv, replace_params
-from stoixlite.envs.registry import register_env
+from stoixlite.envs.registry import refuse_env, register_env
 
-__all__ = ["GYMNAX_ENVS", "GymnaxEnv", "GymnaxState", "load_gymnax"]
+__all__ = ["GYMNAX_ENVS", "GYMNAX_REFUSED", "GymnaxEnv", "GymnaxState", "load_gymnax"]
 
 
 STABLE_GYMNAX_FIX = (
@@ -134,7 +143,9 @@ class GymnaxEnv(GymnaxStyleEnv):
         params = replace_params(
             params, param_overrides, f"gymnax/{env_id}", time_limit="max_steps_in_episode"
         )
-        super().__init__(env, params, f"gymnax/{env_id}", int(params.max_steps_in_episode))
+        super().__init__(
+            env, params, f"gymnax/{env_id}", int(params.max_steps_in_episode), keep_images=True
+        )
         self._env_id = env_id
 
     @property
@@ -150,18 +161,25 @@ class GymnaxEnv(GymnaxStyleEnv):
         return done, self._env.is_truncated(env_state, self._params)
 
 
-# The gymnax envs shipped (each with configs/env/gymnax/<id>.yaml); docs/envs.md describes them.
+# Every id of gymnax.registered_envs (gymnax 1.0) that runs offline; tests/test_gymnax_adapter.py
+# checks the list against gymnax's. Listed here, not read from gymnax: its import takes seconds.
 GYMNAX_ENVS = (
-    "CartPole-v1",
-    "Acrobot-v1",
-    "Pendulum-v1",
-    "MountainCar-v0",
-    "MemoryChain-bsuite",
-    "DiscountingChain-bsuite",
-    "MetaMaze-misc",
-    "BernoulliBandit-misc",
-    "GaussianBandit-misc",
+    *("CartPole-v1", "Acrobot-v1", "Pendulum-v1", "MountainCar-v0", "MountainCarContinuous-v0"),
+    *("Asterix-MinAtar", "Breakout-MinAtar", "Freeway-MinAtar", "Seaquest-MinAtar"),
+    "SpaceInvaders-MinAtar",
+    *("Catch-bsuite", "DeepSea-bsuite", "MemoryChain-bsuite", "UmbrellaChain-bsuite"),
+    *("DiscountingChain-bsuite", "SimpleBandit-bsuite"),
+    *("FourRooms-misc", "MetaMaze-misc", "PointRobot-misc", "BernoulliBandit-misc"),
+    *("GaussianBandit-misc", "Reacher-misc", "Swimmer-misc", "Pong-misc", "FrozenLake-misc"),
 )
+# gymnax's ids stoixlite does not register, and why.
+GYMNAX_REFUSED = {
+    "MNISTBandit-bsuite": (
+        "gymnax downloads MNIST when it makes this env, and stoixlite never downloads at run time"
+    ),
+}
 
 for _env_id in GYMNAX_ENVS:
     register_env(f"gymnax/{_env_id}")(partial(GymnaxEnv, _env_id))
+for _env_id, _reason in GYMNAX_REFUSED.items():
+    refuse_env(f"gymnax/{_env_id}", _reason)

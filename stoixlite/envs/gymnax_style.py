@@ -15,7 +15,8 @@ never calls it, so the true final observation survives and the one reset happens
 an ``n`` is ``Discrete(n)``; one with ``low``, ``high`` and ``shape`` is a ``Box``. Observations
 are flattened to float32 vectors, except with ``keep_images=True``, where a rank-3 observation
 ``[H, W, C]`` stays an image (``uint8`` if the space says so, float32 otherwise) for
-``network.encoder=cnn``; a Box action keeps its shape.
+``network.encoder=cnn``; a discrete observation (a cell index, e.g. gymnax's FrozenLake) is one-hot
+``[n]``; a Box action keeps its shape.
 
 What a subclass may override:
 
@@ -191,9 +192,14 @@ class GymnaxStyleEnv(Environment):
         self._env = functional
         self._params = params
         self._name = name
-        self.observation_space = convert_space(
+        observation = convert_space(
             functional.observation_space(params), flatten=True, keep_images=keep_images
         )
+        # A discrete observation is read one-hot: the networks take vectors of features.
+        self._one_hot = observation.n if isinstance(observation, Discrete) else None
+        if self._one_hot is not None:
+            observation = Box(low=0.0, high=1.0, shape=(self._one_hot,), dtype=jnp.float32)
+        self.observation_space = observation
         self.action_space = convert_space(functional.action_space(params), flatten=False)
         self.max_episode_steps = max_episode_steps
 
@@ -228,6 +234,8 @@ class GymnaxStyleEnv(Environment):
 
     def _obs(self, obs: jax.Array) -> jax.Array:
         space = self.observation_space
+        if self._one_hot is not None:
+            return jax.nn.one_hot(jnp.asarray(obs).reshape(()), self._one_hot, dtype=space.dtype)
         return jnp.asarray(obs, space.dtype).reshape(space.shape)
 
     def reset(self, key: jax.Array) -> tuple[GymnaxState, TimeStep]:

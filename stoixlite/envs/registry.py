@@ -17,6 +17,10 @@ A registration declares everything the rest of stoixlite reads about an env::
 * ``install``: the command that installs them, named by that line (default
   ``pip install 'stoixlite[<suite>]'``: the extra named after the suite).
 
+A suite that wraps another library's envs by their ids may refuse some of them with a reason
+(:func:`refuse_env`, e.g. a gymnax env that downloads data when it is made): the command line
+names the reason instead of the closest names (:func:`refusal`).
+
 Every module under ``stoixlite/envs`` is imported on first use (:class:`stoixlite.registry.
 Registry`), so a new env, or a whole new suite folder, needs only its own files and
 ``configs/env/<suite>/<name>.yaml``.
@@ -57,6 +61,7 @@ class EnvSpec:
 
 
 ENVS: Registry[EnvSpec] = Registry("env", ["stoixlite.envs"])
+_REFUSED: dict[str, str] = {}  # "<suite>/<env>" -> why stoixlite does not register it
 
 
 def register_env(
@@ -78,6 +83,24 @@ def register_env(
         return factory
 
     return wrap
+
+
+def refuse_env(name: str, reason: str) -> None:
+    """Declare ``name`` (``<suite>/<env>``: an id of the wrapped library) not registered, and
+    why (a phrase, e.g. ``"it downloads MNIST when it is made"``)."""
+    _REFUSED[name] = reason
+
+
+def refusal(name: str) -> str | None:
+    """Why env ``name`` is not registered, if its suite refused it (:func:`refuse_env`)."""
+    ENVS.names()  # discovery imports the suites, which declare their refusals
+    return _REFUSED.get(name)
+
+
+def refused_envs() -> dict[str, str]:
+    """Every refused env name with its reason."""
+    ENVS.names()
+    return dict(_REFUSED)
 
 
 def available_envs() -> list[str]:
