@@ -392,13 +392,13 @@ def build_stoixlite_run(spec: dict):
     """The :class:`stoixlite.run.parts.Run` of a stoixlite row (:func:`stoixlite_overrides`)."""
     from hydra import compose, initialize_config_dir
 
-    from stoixlite.cli.configs import CONFIG_DIR
-    from stoixlite.config.parse import parse
+    from stoixlite.cli.configs import CONFIG_DIR, read_config
+    from stoixlite.config.plan import plan_run
     from stoixlite.run.build import build_run
 
     with initialize_config_dir(str(CONFIG_DIR), version_base=None):
         cfg = compose("config", overrides=stoixlite_overrides(spec))
-    return build_run(parse(cfg))
+    return build_run(plan_run(read_config(cfg, join_processes=False)))
 
 
 def final_train_return(metrics: dict) -> float:

@@ -156,6 +156,7 @@ def main(argv: list[str] | None = None) -> None:
             parser.error(f"--{key} {getattr(args, key)} must be at least 1")
 
     from stoixlite.cli.args import checked_run_config
+    from stoixlite.config.plan import plan_run
     from stoixlite.run.build import build_run
 
     cfg, error = checked_run_config(args.overrides)
@@ -166,7 +167,7 @@ def main(argv: list[str] | None = None) -> None:
     if args.free_recurrence and (error := standin_error(cfg.network.name)):
         parser.error(error)
     compile_for_real()
-    exp = build_run(cfg)
+    exp = build_run(plan_run(cfg))
     programs, inputs = phase_programs(exp, args.updates)
     if args.purejaxrl:
         from purejaxrl_ppo import Settings, build

@@ -51,10 +51,9 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
-from stoixlite.cli.configs import CONFIG_DIR, sweep_name
+from stoixlite.cli.configs import CONFIG_DIR, read_config, sweep_name
 from stoixlite.cli.process import exit_now
-from stoixlite.config.parse import parse, parse_distributed
-from stoixlite.config.schema import RunConfig
+from stoixlite.config.parse import parse_distributed
 from stoixlite.config.strict import ConfigError
 from stoixlite.run.signals import (
     ctrl_c_pending,
@@ -67,22 +66,14 @@ from stoixlite.run.signals import (
 log = logging.getLogger("stoixlite")
 
 
-def read_config(cfg: DictConfig) -> RunConfig:
-    """The composed config, read once: the processes of a multi-process run join first (from
-    the ``distributed`` group alone: the registries that :func:`parse` consults start JAX),
-    then the whole config is parsed and checked."""
-    from stoixlite.run.distributed import initialize
-
-    initialize(parse_distributed(cfg))
-    return parse(cfg)
-
-
 def train(cfg: DictConfig, run_dir: Path, resume: bool = False) -> float:
     """Train one agent as composed, writing outputs to ``run_dir``; returns the final eval
-    return (:func:`read_config`, then :func:`stoixlite.run.loop.train`)."""
+    return: the config read once (:func:`~stoixlite.cli.configs.read_config`), the run planned
+    once (:func:`~stoixlite.config.plan.plan_run`), then :func:`stoixlite.run.loop.train`."""
+    from stoixlite.config.plan import plan_run
     from stoixlite.run.loop import train as run
 
-    return run(read_config(cfg), run_dir, resume=resume)
+    return run(plan_run(read_config(cfg)), run_dir, resume=resume)
 
 
 def _interrupted_line(run_dir: Path) -> str:
@@ -136,6 +127,7 @@ def main(cfg: DictConfig) -> float:
     from stoixlite.cli.process import setup_process
     from stoixlite.cli.resume import resume_config
     from stoixlite.config.checks import wandb_dir_error
+    from stoixlite.config.plan import plan_run
     from stoixlite.envs.host.sources import HostEnvError
     from stoixlite.run.distributed import DistributedError
     from stoixlite.run.divergence import NonFiniteError
@@ -157,16 +149,17 @@ def main(cfg: DictConfig) -> float:
         if resume:
             run_dir = Path(str(resume)).expanduser().resolve()
             cfg = resume_config(cfg, run_dir, list(hydra_cfg.overrides.task))
-        run_cfg = read_config(cfg)
+        run_cfg = read_config(cfg)  # the config, read once
         if error := wandb_dir_error(run_cfg):
             raise ConfigError([error])
+        plan = plan_run(run_cfg)  # the run, planned once: everything below receives the plan
         # A run that stopped before its first checkpoint has nothing to resume: started afresh.
         if resume and stopped_before_first_checkpoint(run_dir):
             resume = None
         if resume:
-            check_resumable(run_cfg, run_dir)
+            check_resumable(plan.fingerprint, run_dir)
         with ctrl_c_raises():  # stops XLA's compiler midway
-            final = run(run_cfg, run_dir, resume=bool(resume), sweep=sweep_name())
+            final = run(plan, run_dir, resume=bool(resume), sweep=sweep_name())
         raise_if_ctrl_c()
         return final
     except (
@@ -301,11 +294,12 @@ def _output_dir_error(argv: list[str]) -> str | None:
 
 
 def _value_error(cfg: DictConfig | None) -> str | None:
-    """The config's invalid values (:func:`parse`'s lines), checked on the config composed
-    before Hydra starts, so that a refused value costs no second composition and no run
-    directory. ``None`` also where :func:`main` checks it instead: no composed config (a
-    multirun, Hydra flags), ``resume=`` (the run directory's config is the one used) and
-    multi-process runs (their processes join before JAX starts, which :func:`parse` may do)."""
+    """The config's invalid values (:func:`~stoixlite.cli.configs.read_config`'s lines),
+    checked on the config composed before Hydra starts, so that a refused value costs no second
+    composition and no run directory. ``None`` also where :func:`main` checks it instead: no
+    composed config (a multirun, Hydra flags), ``resume=`` (the run directory's config is the one
+    used) and multi-process runs (their processes join before JAX starts, which reading the
+    config may do)."""
     from stoixlite.config.checks import wandb_dir_error
 
     if cfg is None or OmegaConf.select(cfg, "resume", default=None) is not None:
@@ -313,7 +307,7 @@ def _value_error(cfg: DictConfig | None) -> str | None:
     try:
         if parse_distributed(cfg).enabled:
             return None
-        run_cfg = parse(cfg)
+        run_cfg = read_config(cfg, join_processes=False)
     except ConfigError as err:
         return str(err)
     return wandb_dir_error(run_cfg)

@@ -45,6 +45,7 @@ from omegaconf import DictConfig  # noqa: E402
 from stoixlite.cli.configs import CONFIG_DIR  # noqa: E402
 from stoixlite.cli.process import setup_process  # noqa: E402
 from stoixlite.config.parse import parse  # noqa: E402
+from stoixlite.config.plan import RunPlan, plan_run  # noqa: E402
 from stoixlite.config.schema import RunConfig  # noqa: E402
 from stoixlite.run import build  # noqa: E402
 
@@ -81,6 +82,12 @@ def compose_config(overrides: list[str]) -> DictConfig:
 def run_config(overrides: list[str]) -> RunConfig:
     """The parsed run config of `configs/config.yaml` with Hydra overrides applied."""
     return parse(compose_config(overrides))
+
+
+def run_plan(overrides: list[str]) -> RunPlan:
+    """The plan of the run of `configs/config.yaml` with Hydra overrides applied (what the
+    entry point hands down: :func:`stoixlite.config.plan.plan_run` of the parsed config)."""
+    return plan_run(run_config(overrides))
 
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"

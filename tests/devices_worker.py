@@ -24,10 +24,11 @@ from pathlib import Path
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
-from conftest import TINY, compose_config, run_config  # noqa: E402
+from conftest import TINY, compose_config, run_config, run_plan  # noqa: E402
 
 from stoixlite.cli.resume import resume_config  # noqa: E402
 from stoixlite.config.parse import parse  # noqa: E402
+from stoixlite.config.plan import plan_run  # noqa: E402
 from stoixlite.rec_ppo import train as train_composed  # noqa: E402
 from stoixlite.run.build import build_run  # noqa: E402
 from stoixlite.run.loop import train  # noqa: E402
@@ -62,7 +63,7 @@ def devices(n: int) -> list[str]:
 
 def loop(out: Path) -> None:
     for n in (1, 4, 2):
-        train(run_config(LOOP + devices(n)), out / f"d{n}")
+        train(run_plan(LOOP + devices(n)), out / f"d{n}")
 
     def stop_after_first_chunk(chunk: int, record: dict) -> None:
         if chunk == 0:
@@ -70,7 +71,7 @@ def loop(out: Path) -> None:
 
     try:
         cfg = run_config(LOOP + devices(4))
-        train(cfg, out / "stopped", on_chunk_end=stop_after_first_chunk)
+        train(plan_run(cfg), out / "stopped", on_chunk_end=stop_after_first_chunk)
     except TrainingInterrupted:
         pass
     shutil.copytree(out / "stopped", out / "resumed_on_2")
@@ -79,12 +80,12 @@ def loop(out: Path) -> None:
         run_dir = out / f"resumed_on_{n}"
         overrides = devices(n)
         resumed = resume_config(compose_config(LOOP + overrides), run_dir, overrides)
-        train(parse(resumed), run_dir, True)
+        train(plan_run(parse(resumed)), run_dir, True)
 
 
 def learn(out: Path) -> None:
     for n in (1, 4):
-        run = build_run(run_config(LEARN + devices(n)))
+        run = build_run(run_plan(LEARN + devices(n)))
         state, _ = run.init()
         metrics = []
         for _ in range(2):
@@ -103,7 +104,7 @@ PIXELS = TINY + ["env=pixel/colour_cue", "network.cnn_channels=[4,8]", "system.e
 
 def pixels(out: Path) -> None:
     for n in (1, 2):
-        run = build_run(run_config(PIXELS + devices(n)))
+        run = build_run(run_plan(PIXELS + devices(n)))
         state, _ = run.init()
         frames = state.timestep.observation
         assert frames.dtype == np.uint8 and len(frames.sharding.device_set) == n, frames.sharding

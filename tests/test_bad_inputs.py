@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TINY, run_cli, run_config
+from conftest import TINY, run_cli, run_config, run_plan
 
 from stoixlite.run import loop, resume
 from stoixlite.run.signals import TrainingInterrupted
@@ -275,7 +275,7 @@ def _digest(root: Path) -> dict[str, str]:
 def dirs(tmp_path_factory) -> dict[str, Path]:
     base = tmp_path_factory.mktemp("bad_inputs")
     run = base / "run"
-    loop.train(run_config(RUN), run)
+    loop.train(run_plan(RUN), run)
     nockpt, zeroed, garbage = base / "nockpt", base / "zeroed", base / "garbage"
     for copy in (nockpt, zeroed, garbage):
         shutil.copytree(run, copy)
@@ -461,7 +461,7 @@ def test_stop_signal_prints_the_resume_command(dirs, capsys, monkeypatch):
 
 
 def test_full_disk_is_one_line_and_keeps_the_checkpoints(dirs, capsys, monkeypatch, tmp_path):
-    from stoixlite.run.resume import config_fingerprint
+    from stoixlite.config.fingerprint import config_fingerprint
     from stoixlite.tracking.checkpointing import Checkpointer
     from stoixlite.tracking.jsonl import JsonlWriter
 
@@ -483,7 +483,9 @@ def test_full_disk_is_one_line_and_keeps_the_checkpoints(dirs, capsys, monkeypat
         f"'{run_dir / 'metrics.jsonl'}'"
     ], err
     assert _digest(checkpoint_dir(run_dir)) == kept  # nothing half-written became "latest"
-    with Checkpointer(checkpoint_dir(run_dir), config_fingerprint(cfg), read_only=True) as ckpt:
+    with Checkpointer(
+        checkpoint_dir(run_dir), config_fingerprint(cfg.to_dict()), read_only=True
+    ) as ckpt:
         assert ckpt.all_steps() == [1] and ckpt.newest_intact()[0] == 1
 
 
@@ -524,7 +526,7 @@ def test_what_another_process_writes_after_the_meeting_is_not_a_held_run(tmp_pat
         checkpoint_dir(run_dir).mkdir(parents=True)  # process 0, meanwhile
 
     monkeypatch.setattr(loop, "check_agreement", meet)
-    loop.train(run_config(RUN), run_dir)
+    loop.train(run_plan(RUN), run_dir)
     assert seen["run_dir_outputs"] == ""
     assert (run_dir / "metrics.jsonl").exists()
 
@@ -534,7 +536,7 @@ def test_the_training_loop_refuses_a_directory_that_holds_a_run(dirs):
     resolve to the same timestamped directory): raised before anything is written."""
     before = _digest(dirs["run"])
     with pytest.raises(loop.RunDirInUseError, match="already holds a run"):
-        loop.train(run_config(RUN), dirs["run"])
+        loop.train(run_plan(RUN), dirs["run"])
     assert _digest(dirs["run"]) == before
 
 
@@ -545,7 +547,7 @@ def test_a_full_disk_while_checkpointing_is_one_line(dirs, capsys, monkeypatch, 
     checkpoint's temporary directory is removed; resume continues from the kept one."""
     from orbax.checkpoint._src.serialization import serialization
 
-    from stoixlite.run.resume import config_fingerprint
+    from stoixlite.config.fingerprint import config_fingerprint
     from stoixlite.tracking.checkpointing import Checkpointer
 
     real = serialization.async_serialize_from_host
@@ -569,7 +571,7 @@ def test_a_full_disk_while_checkpointing_is_one_line(dirs, capsys, monkeypatch, 
         f"space, then `python -m stoixlite.rec_ppo resume={run_dir}` continues from it"
     ], err
     assert sorted(p.name for p in ckpts.iterdir()) == ["1"]  # no temporary directory left
-    with Checkpointer(ckpts, config_fingerprint(run_config(RUN)), read_only=True) as ckpt:
+    with Checkpointer(ckpts, config_fingerprint(run_config(RUN).to_dict()), read_only=True) as ckpt:
         assert ckpt.newest_intact()[0] == 1
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 from conftest import SCRIPTS, load_script
 
+from stoixlite.config.plan import plan_run
 from stoixlite.networks.memory.standins import STANDINS
 
 SCRIPT = SCRIPTS / "benchmark.py"
@@ -309,7 +310,7 @@ def test_profile_update_counts_the_minibatch_gradient_flops():
         ]
         with initialize_config_dir(str(CONFIG_DIR), version_base=None):
             cfg = compose("config", overrides=overrides)
-        programs, args = profile.phase_programs(build_run(parse(cfg)), updates=1)
+        programs, args = profile.phase_programs(build_run(plan_run(parse(cfg))), updates=1)
         gradient = programs["minibatch gradient"]
         grads = gradient(*args["minibatch gradient"])
         assert jax.tree.structure(grads) == jax.tree.structure(args["minibatch gradient"][0])

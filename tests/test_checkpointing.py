@@ -10,9 +10,10 @@ import numpy as np
 import pytest
 from conftest import TINY, run_config
 
+from stoixlite.config.fingerprint import config_fingerprint
+from stoixlite.config.plan import plan_run
 from stoixlite.ppo.types import LearnerState
 from stoixlite.run.build import build_run
-from stoixlite.run.resume import config_fingerprint
 from stoixlite.tracking.checkpointing import Checkpointer, CheckpointMismatchError
 from stoixlite.tracking.state_arrays import pack_state
 
@@ -20,7 +21,7 @@ from stoixlite.tracking.state_arrays import pack_state
 @pytest.fixture(scope="module")
 def exp_and_state():
     cfg = run_config(TINY + ["network=lstm"])
-    exp = build_run(cfg)
+    exp = build_run(plan_run(cfg))
     state = exp.init_state(jax.random.PRNGKey(3))
     state, _ = exp.learn(state)  # non-trivial optimiser state, carries, env states
     return cfg, exp, state
@@ -44,7 +45,7 @@ def test_round_trip_exact(tmp_path, exp_and_state):
     cfg, exp, state = exp_and_state
     # A typed key and a raw key side by side, and the learner state itself.
     tree = {"learner": state, "typed": jax.random.key(7), "raw": jax.random.PRNGKey(9)}
-    ckpt = Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg))
+    ckpt = Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg.to_dict()))
     host = {"chunk": 1, "host_key": np.asarray(jax.random.PRNGKey(1)).tolist(), "logger_step": 1}
     assert ckpt.save(1, tree, host, eval_return=0.5)
     template = {
@@ -68,12 +69,12 @@ def test_round_trip_with_empty_leaves(tmp_path):
     extras in general) are not stored, which orbax refuses, and come back with their shapes
     (found by an independent sweep: the run crashed at its first checkpoint)."""
     cfg = run_config(TINY + ["network=framestack", "network.frames=1"])
-    exp = build_run(cfg)
+    exp = build_run(plan_run(cfg))
     state, _ = exp.learn(exp.init_state(jax.random.PRNGKey(3)))
     empty = {"none": jnp.zeros((4, 0, 3)), "also": np.zeros((0,), np.int32)}
     assert any(x.size == 0 for x in jax.tree.leaves(state))
     tree = {"learner": state, **empty}
-    with Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg)) as ckpt:
+    with Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg.to_dict())) as ckpt:
         assert ckpt.save(1, tree, {"chunk": 1}, eval_return=0.5)
         template = {"learner": exp.init_state(jax.random.PRNGKey(0)), **empty}
         restored, _, step = ckpt.restore(template)
@@ -93,10 +94,10 @@ def test_round_trip_with_uint8_image_observations(tmp_path):
     """A learner state holding uint8 frames (the env's last timesteps, ``pixel/colour_cue`` with
     the cnn encoder) comes back exactly, uint8 included, and trains on identically."""
     cfg = run_config(TINY + ["env=pixel/colour_cue", "network.cnn_channels=[4,8]"])
-    exp = build_run(cfg)
+    exp = build_run(plan_run(cfg))
     state, _ = exp.learn(exp.init_state(jax.random.PRNGKey(3)))
     assert state.timestep.observation.dtype == jnp.uint8
-    with Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg)) as ckpt:
+    with Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg.to_dict())) as ckpt:
         assert ckpt.save(1, {"learner": state}, {"chunk": 1}, eval_return=0.5)
         restored, _, _ = ckpt.restore({"learner": exp.init_state(jax.random.PRNGKey(0))})
     assert_trees_identical(restored, {"learner": state})
@@ -107,7 +108,9 @@ def test_round_trip_with_uint8_image_observations(tmp_path):
 
 def test_keep_last_and_best(tmp_path, exp_and_state):
     cfg, _, state = exp_and_state
-    ckpt = Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg), keep_last=2, keep_best=True)
+    ckpt = Checkpointer(
+        tmp_path / "ckpt", config_fingerprint(cfg.to_dict()), keep_last=2, keep_best=True
+    )
     returns = {1: 0.1, 2: 0.9, 3: 0.2, 4: 0.3, 5: float("nan")}
     for step, ret in returns.items():
         ckpt.save(step, state, {"chunk": step}, eval_return=ret)
@@ -121,21 +124,21 @@ def test_keep_last_and_best(tmp_path, exp_and_state):
 
 def test_refuses_other_network_config(tmp_path, exp_and_state):
     cfg, _, state = exp_and_state
-    Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg)).save(1, state, {"chunk": 1})
+    Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg.to_dict())).save(1, state, {"chunk": 1})
     other = run_config(TINY + ["network=lstm", "network.hidden_size=16"])
-    ckpt = Checkpointer(tmp_path / "ckpt", config_fingerprint(other))
+    ckpt = Checkpointer(tmp_path / "ckpt", config_fingerprint(other.to_dict()))
     with pytest.raises(CheckpointMismatchError, match=r"network\.hidden_size: 8 .* != 16") as err:
-        ckpt.restore(build_run(other).init_state(jax.random.PRNGKey(0)))
+        ckpt.restore(build_run(plan_run(other)).init_state(jax.random.PRNGKey(0)))
     assert "\n" not in str(err.value)
     # Same fingerprint but a template with different leaves: refused, not silently reshaped.
-    same = Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg))
+    same = Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg.to_dict()))
     with pytest.raises(CheckpointMismatchError, match="shape"):
         same.restore(jax.tree.map(lambda x: x[..., None] if x.ndim else x, state))
 
 
 def test_interrupted_save_leaves_existing_checkpoints_intact(tmp_path, exp_and_state, monkeypatch):
     cfg, exp, state = exp_and_state
-    ckpt = Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg))
+    ckpt = Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg.to_dict()))
     ckpt.save(1, state, {"chunk": 1})
     arrays_before, _ = pack_state(state)
 
@@ -148,7 +151,7 @@ def test_interrupted_save_leaves_existing_checkpoints_intact(tmp_path, exp_and_s
     with pytest.raises(KeyboardInterrupt):
         ckpt.save(2, state, {"chunk": 2})
     monkeypatch.undo()
-    fresh = Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg))
+    fresh = Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg.to_dict()))
     assert fresh.all_steps() == [1]
     restored, host, step = fresh.restore(exp.init_state(jax.random.PRNGKey(0)))
     assert step == 1 and host == {"chunk": 1}
@@ -169,20 +172,20 @@ def test_opening_checkpoints_moves_nothing_setting_aside_does(tmp_path, exp_and_
 
     cfg, _, state = exp_and_state
     directory = tmp_path / "checkpoints"
-    with Checkpointer(directory, config_fingerprint(cfg)) as ckpt:
+    with Checkpointer(directory, config_fingerprint(cfg.to_dict())) as ckpt:
         ckpt.save(1, state, {"chunk": 1}, eval_return=0.1)
         ckpt.save(2, state, {"chunk": 2}, eval_return=0.2)
     (directory / "2" / "metrics" / "metrics").write_text("{not json")
     before = sorted(p.name for p in directory.iterdir())
     with pytest.raises(CheckpointCorruptError, match="set_aside_unreadable"):
-        Checkpointer(directory, config_fingerprint(cfg))
-    with Checkpointer(directory, config_fingerprint(cfg), read_only=True) as ckpt:
+        Checkpointer(directory, config_fingerprint(cfg.to_dict()))
+    with Checkpointer(directory, config_fingerprint(cfg.to_dict()), read_only=True) as ckpt:
         assert ckpt.latest_step() is not None
     assert sorted(p.name for p in directory.iterdir()) == before  # nothing moved
     assert not (tmp_path / BROKEN_DIRNAME).exists()
     assert set_aside_unreadable(directory) == {2: tmp_path / BROKEN_DIRNAME / "2"}
     assert set_aside_unreadable(directory) == {}  # nothing left to move
-    with Checkpointer(directory, config_fingerprint(cfg)) as ckpt:
+    with Checkpointer(directory, config_fingerprint(cfg.to_dict())) as ckpt:
         assert ckpt.all_steps() == [1]
         ckpt.save(3, state, {"chunk": 3}, eval_return=0.3)
         assert ckpt.latest_step() == 3

@@ -27,8 +27,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import TINY, compose_config, run_cli, run_config
+from conftest import TINY, compose_config, run_cli, run_plan
 
+from stoixlite.config.fingerprint import config_fingerprint
 from stoixlite.config.parse import parse
 from stoixlite.config.strict import ConfigError
 from stoixlite.networks.actor_critic import ActorCritic
@@ -40,7 +41,6 @@ from stoixlite.networks.cnn import (
     in_slices,
     network_input,
 )
-from stoixlite.run.resume import config_fingerprint
 from stoixlite.specs import Discrete, image_shape
 from stoixlite.tracking.jsonl import read_jsonl
 
@@ -207,7 +207,7 @@ def pixel_learn_temp(envs: int, slice_frames: int) -> tuple[int, int]:
         f"network.cnn_slice_frames={slice_frames}",
         f"arch.num_envs={envs}",
     ]
-    exp = build_run(run_config(overrides))
+    exp = build_run(run_plan(overrides))
     state, _ = exp.init()
     temp = exp.learn.lower(state).compile().memory_analysis().temp_size_in_bytes
     return temp, length * envs * side * side * 3
@@ -328,23 +328,25 @@ def test_cnn_keys_parse_round_trip_and_stay_out_of_other_fingerprints():
     saved = cfg.to_dict()
     assert saved["network"]["cnn_channels"] == [8, 16, 16]  # plain lists in config.yaml
     assert parse(saved) == cfg
-    assert config_fingerprint(cfg)["network"]["cnn_kernels"] == [3, 3, 3]
+    assert config_fingerprint(cfg.to_dict())["network"]["cnn_kernels"] == [3, 3, 3]
     other = parse(compose_config(PIXEL + ["network.cnn_channels=[4,4]"]))
     assert (
-        config_fingerprint(other)["hash"]
-        != config_fingerprint(parse(compose_config(PIXEL)))["hash"]
+        config_fingerprint(other.to_dict())["hash"]
+        != config_fingerprint(parse(compose_config(PIXEL)).to_dict())["hash"]
     )
     # Not read by the mlp encoder: not in its fingerprint, which is what it was before the keys
     plain = [parse(compose_config(o)) for o in ([], ["network.cnn_channels=[4]"])]
-    fingerprints = [config_fingerprint(c) for c in plain]
+    fingerprints = [config_fingerprint(c.to_dict()) for c in plain]
     assert "cnn_channels" not in fingerprints[0]["network"]
     assert fingerprints[0]["hash"] == fingerprints[1]["hash"]
     # How many frames the encoder convolves at a time changes no result beyond float rounding:
     # a run resumes with another value, and older checkpoints (before the key) still restore.
     sliced = parse(compose_config(PIXEL + ["network.cnn_slice_frames=0"]))
     assert sliced.network.cnn_slice_frames == 0
-    assert "cnn_slice_frames" not in config_fingerprint(sliced)["network"]
-    assert config_fingerprint(sliced) == config_fingerprint(parse(compose_config(PIXEL)))
+    assert "cnn_slice_frames" not in config_fingerprint(sliced.to_dict())["network"]
+    assert config_fingerprint(sliced.to_dict()) == config_fingerprint(
+        parse(compose_config(PIXEL)).to_dict()
+    )
 
 
 def _three_layers() -> list[str]:
@@ -433,4 +435,4 @@ def test_ppo_update_with_cnn_on_pixels_keeps_uint8_in_the_buffers():
 def build_pixel_run(overrides: list[str]):
     from stoixlite.run.build import build_run
 
-    return build_run(run_config(TINY + PIXEL + ["network.cnn_channels=[4,8]", *overrides]))
+    return build_run(run_plan(TINY + PIXEL + ["network.cnn_channels=[4,8]", *overrides]))

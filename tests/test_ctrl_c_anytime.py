@@ -242,12 +242,12 @@ def test_a_ctrl_c_python_dropped_still_stops_the_run(tmp_path):
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory) -> Path:
     """A tiny trained run to evaluate."""
-    from conftest import run_config
+    from conftest import run_plan
 
     from stoixlite.run import loop
 
     run_dir = tmp_path_factory.mktemp("ctrl_c_evaluate") / "run"
-    loop.train(run_config(RUN), run_dir)
+    loop.train(run_plan(RUN), run_dir)
     return run_dir
 
 

@@ -216,13 +216,13 @@ def test_obs_prev_action_config_and_fingerprint():
     checkpoint fingerprint (checkpoints written before the key existed still restore)."""
     from conftest import compose_config
 
+    from stoixlite.config.fingerprint import config_fingerprint
     from stoixlite.config.parse import parse
     from stoixlite.config.strict import ConfigError
-    from stoixlite.run.resume import config_fingerprint
 
-    default = config_fingerprint(parse(compose_config(["env=popgym/repeat_previous"])))
+    default = config_fingerprint(parse(compose_config(["env=popgym/repeat_previous"])).to_dict())
     off = config_fingerprint(
-        parse(compose_config(["env=popgym/repeat_previous", "env.obs_prev_action=false"]))
+        parse(compose_config(["env=popgym/repeat_previous", "env.obs_prev_action=false"])).to_dict()
     )
     assert "obs_prev_action" not in default["env"]
     assert off["env"]["obs_prev_action"] is False and off["hash"] != default["hash"]

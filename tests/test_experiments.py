@@ -22,11 +22,12 @@ from omegaconf import OmegaConf
 from wandb_reader import read_run
 
 from stoixlite.cli.resume import resume_config
+from stoixlite.config.fingerprint import config_fingerprint
 from stoixlite.config.parse import parse
+from stoixlite.config.plan import plan_run
 from stoixlite.config.strict import ConfigError
 from stoixlite.run.build import build_run
 from stoixlite.run.loop import train
-from stoixlite.run.resume import config_fingerprint
 from stoixlite.run.signals import TrainingInterrupted
 from stoixlite.tracking.checkpointing import Checkpointer, CheckpointMismatchError, checkpoint_dir
 from stoixlite.tracking.jsonl import read_jsonl
@@ -43,8 +44,8 @@ def stable(records: list[dict]) -> list[dict]:
 
 
 def final_arrays(cfg, run_dir: Path) -> dict[str, np.ndarray]:
-    state, key = build_run(cfg).init()
-    with Checkpointer(checkpoint_dir(run_dir), config_fingerprint(cfg)) as ckpt:
+    state, key = build_run(plan_run(cfg)).init()
+    with Checkpointer(checkpoint_dir(run_dir), config_fingerprint(cfg.to_dict())) as ckpt:
         tree, host, step = ckpt.restore({"learner": state, "host_key": key})
     assert step == cfg.arch.num_evaluations and host["chunk"] == step
     return pack_state(tree)[0]
@@ -54,7 +55,7 @@ def final_arrays(cfg, run_dir: Path) -> dict[str, np.ndarray]:
 def uninterrupted(tmp_path_factory):
     cfg = run_config(RUN)
     run_dir = tmp_path_factory.mktemp("full")
-    final = train(cfg, run_dir)
+    final = train(plan_run(cfg), run_dir)
     return cfg, run_dir, final
 
 
@@ -66,15 +67,15 @@ def test_sigterm_then_resume_is_bit_identical(tmp_path, uninterrupted):
             os.kill(os.getpid(), signal.SIGTERM)
 
     with pytest.raises(TrainingInterrupted) as stop:
-        train(cfg, tmp_path, on_chunk_end=kill_after_first_chunk)
+        train(plan_run(cfg), tmp_path, on_chunk_end=kill_after_first_chunk)
     assert stop.value.code == 128 + signal.SIGTERM and "resume=" in str(stop.value)
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL  # handlers restored
-    with Checkpointer(checkpoint_dir(tmp_path), config_fingerprint(cfg)) as ckpt:
+    with Checkpointer(checkpoint_dir(tmp_path), config_fingerprint(cfg.to_dict())) as ckpt:
         assert ckpt.all_steps() == [1]
     assert len(read_jsonl(tmp_path / "metrics.jsonl")) == 1
 
     resumed_cfg = resume_config(compose_config(RUN), tmp_path, [])
-    resumed_final = train(parse(resumed_cfg), tmp_path, resume=True)
+    resumed_final = train(plan_run(parse(resumed_cfg)), tmp_path, resume=True)
     assert resumed_final == full_final
     assert stable(read_jsonl(tmp_path / "metrics.jsonl")) == stable(
         read_jsonl(full_dir / "metrics.jsonl")
@@ -88,9 +89,9 @@ def test_sigterm_then_resume_is_bit_identical(tmp_path, uninterrupted):
 def test_seed_k_of_multi_seed_run_equals_single_seed_run(tmp_path, uninterrupted):
     cfg1, _, _ = uninterrupted
     single_cfg = run_config(RUN + ["arch.seed=1"])
-    single_final = train(single_cfg, tmp_path / "single")
+    single_final = train(plan_run(single_cfg), tmp_path / "single")
     multi_cfg = run_config(RUN + ["arch.seed=0", "arch.num_seeds=2"])
-    multi_final = train(multi_cfg, tmp_path / "multi")
+    multi_final = train(plan_run(multi_cfg), tmp_path / "multi")
 
     per_seed = read_jsonl(tmp_path / "multi" / "metrics_per_seed.jsonl")
     assert [r["seed"] for r in per_seed] == [0, 1] * 3
@@ -121,7 +122,7 @@ def test_resume_refuses_other_network_config(uninterrupted):
     resumed = resume_config(other, run_dir, ["network.hidden_size=16"])
     assert resumed.network.hidden_size == 16 and resumed.arch.num_envs == cfg.arch.num_envs
     with pytest.raises(CheckpointMismatchError, match="network.hidden_size: 8"):
-        train(parse(resumed), run_dir, resume=True)
+        train(plan_run(parse(resumed)), run_dir, resume=True)
 
 
 def test_evaluate_checkpoint_on_port_and_reference(uninterrupted, capsys):
@@ -182,11 +183,13 @@ def test_multirun_with_wandb_failing_job_and_aggregate(tmp_path):
     out = subprocess.run(
         [
             sys.executable,
-            str(ROOT / "scripts" / "aggregate.py"),
+            "-m",
+            "stoixlite.aggregate",
             str(sweep),
             "--out",
             str(tmp_path / "agg"),
         ],
+        env=env,
         capture_output=True,
         text=True,
         timeout=120,
@@ -202,9 +205,13 @@ def test_multirun_with_wandb_failing_job_and_aggregate(tmp_path):
     assert (tmp_path / "agg" / "popgym-repeat_previous-easy.png").stat().st_size > 0
     cfg = OmegaConf.load(ok[0] / "config.yaml")
     assert cfg.system.lr == 0.001 and jax.numpy.isfinite(finals[0])
-    by_run = [sys.executable, str(ROOT / "scripts" / "aggregate.py"), str(sweep), "--label", "run"]
+    by_run = [sys.executable, "-m", "stoixlite.aggregate", str(sweep), "--label", "run"]
     out = subprocess.run(
-        by_run + ["--out", str(tmp_path / "agg_runs")], capture_output=True, text=True, timeout=120
+        by_run + ["--out", str(tmp_path / "agg_runs")],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 0, out.stderr
     rows = [line for line in out.stdout.splitlines() if line.startswith("| popgym/repeat")]
@@ -221,13 +228,15 @@ def test_target_return_stops_early(tmp_path, uninterrupted):
     full = read_jsonl(full_dir / "metrics.jsonl")
     first = full[0]["eval/episode_return"]
     stopped = run_config(RUN + [f"arch.target_return={first}"])
-    train(stopped, tmp_path / "stop")
+    train(plan_run(stopped), tmp_path / "stop")
     records = read_jsonl(tmp_path / "stop" / "metrics.jsonl")
     assert stable(records) == stable(full[:1])
-    with Checkpointer(checkpoint_dir(tmp_path / "stop"), config_fingerprint(stopped)) as ckpt:
+    with Checkpointer(
+        checkpoint_dir(tmp_path / "stop"), config_fingerprint(stopped.to_dict())
+    ) as ckpt:
         assert ckpt.latest_step() == 1
     unreachable = run_config(RUN + ["arch.target_return=2.0"])  # popgym returns are <= 1
-    train(unreachable, tmp_path / "full")
+    train(plan_run(unreachable), tmp_path / "full")
     assert len(read_jsonl(tmp_path / "full" / "metrics.jsonl")) == len(full)
 
 
@@ -240,15 +249,15 @@ def test_resume_after_an_early_stop_trains_no_further(tmp_path, uninterrupted, c
     first = full[0]["eval/episode_return"]
     stopped = run_config(RUN + [f"arch.target_return={first}"])
     run_dir = tmp_path / "stop"
-    train(stopped, run_dir)
+    train(plan_run(stopped), run_dir)
     before = (run_dir / "metrics.jsonl").read_text()
-    assert train(stopped, run_dir, resume=True) == pytest.approx(first)
+    assert train(plan_run(stopped), run_dir, resume=True) == pytest.approx(first)
     assert "nothing to train" in capsys.readouterr().out
     assert (run_dir / "metrics.jsonl").read_text() == before
-    with Checkpointer(checkpoint_dir(run_dir), config_fingerprint(stopped)) as ckpt:
+    with Checkpointer(checkpoint_dir(run_dir), config_fingerprint(stopped.to_dict())) as ckpt:
         assert ckpt.latest_step() == 1
     train_on = run_config(RUN + ["arch.target_return=null"])
-    train(train_on, run_dir, resume=True)
+    train(plan_run(train_on), run_dir, resume=True)
     assert stable(read_jsonl(run_dir / "metrics.jsonl")) == stable(full)
 
 
@@ -259,9 +268,9 @@ def test_multi_seed_init_is_one_program_per_seed_and_matches_eager():
     the eager computation up to float32 rounding (the init program skips XLA's optimisations)."""
     code = (
         "import jax, numpy as np\n"
-        "from conftest import run_config\n"
+        "from conftest import run_plan\n"
         "from stoixlite.run.build import build_run\n"
-        "run = build_run(run_config(['network=framestack', 'env=popgym/repeat_previous',\n"
+        "run = build_run(run_plan(['network=framestack', 'env=popgym/repeat_previous',\n"
         "    'arch.num_seeds=3', 'arch.num_envs=8', 'system.num_minibatches=2']))\n"
         "compiled, eager = run.init()[0], run.initial_states()\n"
         "raw = lambda x: np.asarray(jax.random.key_data(x) if jax.dtypes.issubdtype(\n"
@@ -289,7 +298,11 @@ def test_resume_refuses_other_chunks_and_extends_with_the_same_chunk_size(
     saved = (run_dir / "config.yaml").read_text()
     longer = ["arch.total_timesteps=384"]
     with pytest.raises(ConfigError) as err:
-        train(parse(resume_config(compose_config(RUN + longer), run_dir, longer)), run_dir, True)
+        train(
+            plan_run(parse(resume_config(compose_config(RUN + longer), run_dir, longer))),
+            run_dir,
+            True,
+        )
     message = str(err.value)
     assert len(message.splitlines()) == 1
     assert "arch.total_timesteps=384 (saved: 192)" in message
@@ -297,7 +310,9 @@ def test_resume_refuses_other_chunks_and_extends_with_the_same_chunk_size(
     assert (run_dir / "config.yaml").read_text() == saved  # nothing written
 
     extend = longer + ["arch.num_evaluations=6"]
-    train(parse(resume_config(compose_config(RUN + extend), run_dir, extend)), run_dir, True)
+    train(
+        plan_run(parse(resume_config(compose_config(RUN + extend), run_dir, extend))), run_dir, True
+    )
     records = read_jsonl(run_dir / "metrics.jsonl")
     assert [r["step"] for r in records] == [64, 128, 192, 256, 320, 384]
     assert stable(records[:3]) == stable(read_jsonl(full_dir / "metrics.jsonl"))
@@ -306,7 +321,7 @@ def test_resume_refuses_other_chunks_and_extends_with_the_same_chunk_size(
     extended = (run_dir / "config.yaml").read_text()
     other = ["system.gamma=0.5"]  # a resume that trains nothing writes nothing, not even config
     resumed = parse(resume_config(compose_config(RUN + extend + other), run_dir, other))
-    train(resumed, run_dir, True)
+    train(plan_run(resumed), run_dir, True)
     assert "has trained all 6 chunks of arch.total_timesteps=384: nothing to train" in (
         capsys.readouterr().out
     )
@@ -327,7 +342,9 @@ def test_resume_refuses_a_checkpoint_counted_in_other_chunks(tmp_path, uninterru
     OmegaConf.save(edited, config)
     saved, metrics = config.read_text(), (run_dir / "metrics.jsonl").read_text()
     with pytest.raises(ConfigError) as err:
-        train(parse(resume_config(compose_config(RUN), run_dir, [])), run_dir, resume=True)
+        train(
+            plan_run(parse(resume_config(compose_config(RUN), run_dir, []))), run_dir, resume=True
+        )
     message = str(err.value)
     assert len(message.splitlines()) == 1
     assert "holds 3 updates in 3 chunks, not chunks of 2 updates" in message

@@ -33,7 +33,9 @@ from conftest import TINY, compose_config, run_config
 from omegaconf import OmegaConf
 
 from stoixlite.cli.resume import resume_config
+from stoixlite.config.fingerprint import config_fingerprint
 from stoixlite.config.parse import parse
+from stoixlite.config.plan import plan_run
 from stoixlite.ppo.finite import all_finite
 from stoixlite.run import loop
 from stoixlite.run.build import build_run
@@ -43,7 +45,7 @@ from stoixlite.run.divergence import (
     NonFiniteError,
     first_nonfinite,
 )
-from stoixlite.run.resume import check_resumable, checkpoint_tree, config_fingerprint
+from stoixlite.run.resume import check_resumable, checkpoint_tree
 from stoixlite.run.signals import TrainingInterrupted
 from stoixlite.tracking.checkpointing import (
     BROKEN_DIRNAME,
@@ -62,8 +64,8 @@ def read_jsonl(path: Path) -> list[dict]:
 
 
 def saved_arrays(cfg, run_dir: Path, step: int | str | None = None) -> tuple[dict, int]:
-    with Checkpointer(checkpoint_dir(run_dir), config_fingerprint(cfg)) as ckpt:
-        tree, _, got = ckpt.restore(checkpoint_tree(*build_run(cfg).init()), step)
+    with Checkpointer(checkpoint_dir(run_dir), config_fingerprint(cfg.to_dict())) as ckpt:
+        tree, _, got = ckpt.restore(checkpoint_tree(*build_run(plan_run(cfg)).init()), step)
     return pack_state(tree)[0], got
 
 
@@ -72,9 +74,9 @@ def poison_params(monkeypatch, after_update: int, lr: float | None = None) -> No
     updates (only while ``system.lr == lr`` when given: a rollback's halved lr is healthy)."""
     real = loop.build_run
 
-    def patched(cfg):
-        run = real(cfg)
-        if lr is not None and float(cfg.system.lr) != lr:
+    def patched(plan):
+        run = real(plan)
+        if lr is not None and float(plan.config.system.lr) != lr:
             return run
 
         def learn(state):
@@ -175,7 +177,7 @@ def test_a_collapsing_run_warns_once_and_goes_on(tmp_path, caplog):
         RUN + ["system.lr=1.0", "system.vf_coef=1000", "system.normalize_advantages=false"]
     )
     with caplog.at_level(logging.WARNING, logger="stoixlite.run.divergence"):
-        final = loop.train(cfg, tmp_path)
+        final = loop.train(plan_run(cfg), tmp_path)
     assert math.isfinite(final)
     assert [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl")] == [64, 128, 192]
     (line,) = [r.getMessage() for r in caplog.records]
@@ -191,13 +193,13 @@ def test_nonfinite_stops_and_keeps_the_last_good_checkpoint(tmp_path, monkeypatc
     poison_params(monkeypatch, after_update=2)  # the second chunk's parameters become NaN
     cfg = run_config(RUN)
     with pytest.raises(NonFiniteError) as err:
-        loop.train(cfg, tmp_path)
+        loop.train(plan_run(cfg), tmp_path)
     message = str(err.value)
     assert "\n" not in message and "non-finite parameters in chunk 2" in message
     assert "checkpoint 1 (the last good one) stays latest and best" in message
     records = read_jsonl(tmp_path / "metrics.jsonl")
     assert [r["step"] for r in records] == [64]  # the bad chunk was not logged
-    with Checkpointer(checkpoint_dir(tmp_path), config_fingerprint(cfg)) as ckpt:
+    with Checkpointer(checkpoint_dir(tmp_path), config_fingerprint(cfg.to_dict())) as ckpt:
         assert ckpt.all_steps() == [1] and ckpt.latest_step() == 1 and ckpt.best_step() == 1
     arrays, _ = saved_arrays(cfg, tmp_path)
     assert all(np.isfinite(a).all() for a in arrays.values() if a.dtype.kind == "f")
@@ -207,7 +209,7 @@ def test_rollback_restores_and_halves_the_learning_rate(tmp_path, monkeypatch, c
     cfg = run_config(RUN + ["arch.on_nonfinite=rollback", "arch.max_rollbacks=2"])
     poison_params(monkeypatch, after_update=2, lr=float(cfg.system.lr))
     with caplog.at_level(logging.WARNING, logger="stoixlite.run.loop"):
-        final = loop.train(cfg, tmp_path)
+        final = loop.train(plan_run(cfg), tmp_path)
     assert math.isfinite(final)
     (line,) = [r.getMessage() for r in caplog.records if "rollback" in r.getMessage()]
     assert line.startswith("rollback 1 of 2: non-finite parameters in chunk 2")
@@ -225,7 +227,7 @@ def test_rollbacks_are_limited(tmp_path, monkeypatch):
     poison_params(monkeypatch, after_update=2)  # every lr diverges
     cfg = run_config(RUN + ["arch.on_nonfinite=rollback", "arch.max_rollbacks=1"])
     with pytest.raises(NonFiniteError, match="non-finite parameters in chunk 2") as err:
-        loop.train(cfg, tmp_path)
+        loop.train(plan_run(cfg), tmp_path)
     assert "after 1 rollback(s) (arch.max_rollbacks=1)" in str(err.value)
     assert "set arch.on_nonfinite=rollback" not in str(err.value)  # it is set
     assert [r["step"] for r in read_jsonl(tmp_path / "metrics.jsonl")] == [64]
@@ -259,7 +261,7 @@ def _garbage_metadata(step_dir: Path) -> None:
 def uninterrupted(tmp_path_factory):
     cfg = run_config(RUN)
     run_dir = tmp_path_factory.mktemp("full")
-    return cfg, run_dir, loop.train(cfg, run_dir)
+    return cfg, run_dir, loop.train(plan_run(cfg), run_dir)
 
 
 @pytest.mark.parametrize("damage", [_truncate_data, _zero_files, _garbage_metadata])
@@ -273,14 +275,16 @@ def test_broken_latest_checkpoint_falls_back_and_resume_is_exact(
             os.kill(os.getpid(), signal.SIGTERM)
 
     with pytest.raises(TrainingInterrupted):
-        loop.train(cfg, tmp_path, on_chunk_end=stop_after_second_chunk)
+        loop.train(plan_run(cfg), tmp_path, on_chunk_end=stop_after_second_chunk)
     damage(checkpoint_dir(tmp_path) / "2")
     resumed_cfg = parse(resume_config(compose_config(RUN), tmp_path, []))
-    assert check_resumable(resumed_cfg, tmp_path) == 1  # checked, nothing moved
+    assert (
+        check_resumable(config_fingerprint(resumed_cfg.to_dict()), tmp_path) == 1
+    )  # checked, nothing moved
     assert (checkpoint_dir(tmp_path) / "2").exists()
 
     with caplog.at_level(logging.WARNING):
-        final = loop.train(resumed_cfg, tmp_path, resume=True)
+        final = loop.train(plan_run(resumed_cfg), tmp_path, resume=True)
     assert not [r for r in caplog.records if r.name == "absl" and r.levelno >= logging.ERROR]
     (line,) = [r.getMessage() for r in caplog.records if "unreadable" in r.getMessage()]
     assert f"checkpoint {checkpoint_dir(tmp_path) / '2'} is unreadable" in line
@@ -313,7 +317,7 @@ def test_a_checkpoint_warning_names_no_bound_method():
 
 def test_no_intact_checkpoint_is_one_line(tmp_path, uninterrupted):
     cfg, full_dir, _ = uninterrupted
-    with Checkpointer(checkpoint_dir(full_dir), config_fingerprint(cfg)) as ckpt:
+    with Checkpointer(checkpoint_dir(full_dir), config_fingerprint(cfg.to_dict())) as ckpt:
         steps = ckpt.all_steps()
     run = tmp_path / "run"
     (run / "checkpoints").mkdir(parents=True)
@@ -329,7 +333,7 @@ def test_no_intact_checkpoint_is_one_line(tmp_path, uninterrupted):
                 dest.write_bytes(path.read_bytes())
         _zero_files(target)
     with pytest.raises(CheckpointCorruptError) as err:
-        check_resumable(cfg, run)
+        check_resumable(config_fingerprint(cfg.to_dict()), run)
     assert "\n" not in str(err.value) and "no intact checkpoint" in str(err.value)
 
 
@@ -348,8 +352,8 @@ def test_kill_9_between_chunks_then_resume_is_exact(tmp_path, uninterrupted):
     proc.kill()  # SIGKILL: no handler, no final checkpoint, files as they are
     proc.wait()
     resumed_cfg = parse(resume_config(compose_config(RUN), run_dir, []))
-    check_resumable(resumed_cfg, run_dir)
-    assert loop.train(resumed_cfg, run_dir, resume=True) == full_final
+    check_resumable(config_fingerprint(resumed_cfg.to_dict()), run_dir)
+    assert loop.train(plan_run(resumed_cfg), run_dir, resume=True) == full_final
     full, _ = saved_arrays(cfg, full_dir)
     resumed, step = saved_arrays(cfg, run_dir)
     assert step == 3

@@ -17,8 +17,9 @@ import pytest
 pytest.importorskip("gymnasium")
 pytest.importorskip("popgym")
 
-from conftest import TINY, run_config  # noqa: E402
+from conftest import TINY, run_config, run_plan  # noqa: E402
 
+from stoixlite.config.plan import plan_run  # noqa: E402
 from stoixlite.envs.host.sources import HostEnvError, host_source  # noqa: E402
 from stoixlite.envs.host.vector import HostVector  # noqa: E402
 from stoixlite.envs.popgym.cards import deal_order_from_popgym  # noqa: E402
@@ -39,8 +40,8 @@ def test_repeat_previous_host_equals_jax_port():
     same observations, rewards and flags step for step (the same actions, drawn from the same
     parameters and keys), and the same first update."""
     common = TINY + ["arch.num_envs=2", "system.rollout_length=16", "system.num_minibatches=1"]
-    host = build_run(run_config(common + ["env=popgym_ref/repeat_previous"]))
-    port = build_run(run_config(common + ["env=popgym/repeat_previous"]))
+    host = build_run(run_plan(common + ["env=popgym_ref/repeat_previous"]))
+    port = build_run(run_plan(common + ["env=popgym/repeat_previous"]))
     try:
         h_state, _ = host.init()
         j_state, _ = port.init()
@@ -102,7 +103,7 @@ def test_host_replay_identity_with_resets_chunks_and_burn_in():
             "system.burn_in=4",
         ]
     )
-    run = build_run(cfg)
+    run = build_run(plan_run(cfg))
     try:
         state, _ = run.init()
         for _ in range(2):
@@ -146,7 +147,7 @@ def test_truncation_bootstraps_from_true_final_observation():
     """The host rollout's next value at a truncation is V(true final observation) from the carry
     after that step (replayed here step by step), not the next episode's first value."""
     cfg = run_config(TINY + [CLOCK, "arch.num_envs=2", "system.rollout_length=8"])
-    run = build_run(cfg)
+    run = build_run(plan_run(cfg))
     try:
         state, _ = run.init()
         carry0, params = state.carry, state.params
@@ -241,7 +242,7 @@ def test_failed_worker_is_one_line_and_keeps_the_saved_chunk(tmp_path, mode):
 
     cfg = _crashing_async_run(f"+env.kwargs.mode={mode}")
     with pytest.raises(HostEnvError) as err:
-        train(cfg, tmp_path / "run")
+        train(plan_run(cfg), tmp_path / "run")
     message = str(err.value)
     assert "\n" not in message and "Crash-v0" in message
     records = [
@@ -265,7 +266,7 @@ def test_a_stop_signal_that_also_ended_the_workers_is_a_stop(tmp_path):
     claim.unlink(missing_ok=True)
     try:
         with pytest.raises(TrainingInterrupted) as stop:
-            train(cfg, tmp_path / "run")
+            train(plan_run(cfg), tmp_path / "run")
     finally:
         claim.unlink(missing_ok=True)
     message = str(stop.value)
@@ -328,7 +329,7 @@ def test_host_checkpoint_restores_learner_and_keys_exactly(tmp_path):
     from stoixlite.run.resume import restore
 
     cfg = run_config(TINY + [CLOCK, "arch.num_envs=2", "system.rollout_length=8"])
-    t = open_training(cfg, tmp_path / "run", resume=False, sweep=None)
+    t = open_training(plan_run(cfg), tmp_path / "run", resume=False, sweep=None)
     try:
         t.learn = t.run.compile_programs(t.state, t.key)
         from stoixlite.run.divergence import CollapseWatch

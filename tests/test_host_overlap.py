@@ -19,13 +19,15 @@ import pytest
 
 pytest.importorskip("gymnasium")
 
-from conftest import TINY, compose_config, run_cli, run_config  # noqa: E402
+from conftest import TINY, compose_config, run_cli, run_config, run_plan  # noqa: E402
 
 from stoixlite.cli.resume import resume_config  # noqa: E402
+from stoixlite.config.fingerprint import config_fingerprint  # noqa: E402
 from stoixlite.config.parse import parse  # noqa: E402
+from stoixlite.config.plan import plan_run  # noqa: E402
 from stoixlite.run.build import build_run  # noqa: E402
 from stoixlite.run.loop import train  # noqa: E402
-from stoixlite.run.resume import checkpoint_tree, config_fingerprint  # noqa: E402
+from stoixlite.run.resume import checkpoint_tree  # noqa: E402
 from stoixlite.run.signals import TrainingInterrupted  # noqa: E402
 from stoixlite.tracking.checkpointing import Checkpointer, checkpoint_dir  # noqa: E402
 from stoixlite.tracking.jsonl import read_jsonl  # noqa: E402
@@ -76,8 +78,8 @@ def test_first_update_on_policy_then_rollouts_one_update_stale():
     overlap from θ1 on a rollout collected by hand with θ0 (same envs, same key). The stale
     rollout's log-probs, values and stored carries are θ0's own (replayed from its first carry)
     and not θ1's; the key chain is the one without overlap."""
-    sync = build_run(run_config(UNIT))
-    overlap = build_run(run_config(UNIT + [OVERLAP]))
+    sync = build_run(run_plan(UNIT))
+    overlap = build_run(run_plan(UNIT + [OVERLAP]))
     try:
         rollouts = recording(overlap)
         s0, _ = sync.init()
@@ -126,7 +128,7 @@ def test_records_checkpoints_and_resume(tmp_path):
     and ends the actor; the resumed run starts a new pipeline from the checkpoint: its first
     update equals a resume of the same checkpoint without overlap, bit for bit."""
     cfg = run_config(RUN + ["checkpoint.keep_last=3"])
-    train(cfg, tmp_path / "sync")
+    train(plan_run(cfg), tmp_path / "sync")
     overlap_cfg = run_config(RUN + ["checkpoint.keep_last=3", OVERLAP])
 
     def stop_after_first_chunk(chunk, record):
@@ -135,17 +137,17 @@ def test_records_checkpoints_and_resume(tmp_path):
 
     run_dir = tmp_path / "overlap"
     with pytest.raises(TrainingInterrupted):
-        train(overlap_cfg, run_dir, on_chunk_end=stop_after_first_chunk)
+        train(plan_run(overlap_cfg), run_dir, on_chunk_end=stop_after_first_chunk)
     assert not actors_alive()
     sync_records = read_jsonl(tmp_path / "sync" / "metrics.jsonl")
     assert stable(read_jsonl(run_dir / "metrics.jsonl")) == stable(sync_records[:1])
 
-    template = build_run(cfg)
+    template = build_run(plan_run(cfg))
     like = checkpoint_tree(*template.init())
     template.close()
 
     def saved(directory, step):
-        with Checkpointer(checkpoint_dir(directory), config_fingerprint(cfg)) as ckpt:
+        with Checkpointer(checkpoint_dir(directory), config_fingerprint(cfg.to_dict())) as ckpt:
             tree, _, _ = ckpt.restore(like, step)
         return pack_state(tree)[0]
 
@@ -156,11 +158,11 @@ def test_records_checkpoints_and_resume(tmp_path):
 
     without = tmp_path / "resumed_without_overlap"
     shutil.copytree(run_dir, without)
-    train(parse(resume_config(compose_config(RUN), run_dir, [])), run_dir, resume=True)
+    train(plan_run(parse(resume_config(compose_config(RUN), run_dir, []))), run_dir, resume=True)
     off = resume_config(
         compose_config(RUN + ["arch.host_overlap=false"]), without, ["arch.host_overlap=false"]
     )
-    train(parse(off), without, resume=True)
+    train(plan_run(parse(off)), without, resume=True)
     assert not actors_alive()
     resumed, plain = read_jsonl(run_dir / "metrics.jsonl"), read_jsonl(without / "metrics.jsonl")
     assert [r["step"] for r in resumed] == [32, 64, 96]
@@ -197,7 +199,7 @@ def test_an_actor_exception_is_one_line_and_keeps_the_saved_chunk(tmp_path, caps
 def test_a_learner_exception_discards_the_rollout_in_flight():
     """The learner raises while the actor collects the next rollout (slow env steps): the
     exception comes through and the actor thread is stopped, not left running."""
-    run = build_run(run_config(UNIT + [OVERLAP]))
+    run = build_run(run_plan(UNIT + [OVERLAP]))
     try:
         state, _ = run.init()
         step = run.vector.step

@@ -138,12 +138,12 @@ def test_a_missing_arcade_names_the_install_that_works(monkeypatch):
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory) -> Path:
     """A tiny trained run (2 chunks, checkpoints 1 and 2)."""
-    from conftest import run_config
+    from conftest import run_plan
 
     from stoixlite.run import loop
 
     run_dir = tmp_path_factory.mktemp("hostile_3") / "run"
-    loop.train(run_config(RUN), run_dir)
+    loop.train(run_plan(RUN), run_dir)
     return run_dir
 
 
@@ -168,9 +168,8 @@ def test_evaluate_a_garbled_checkpoint_names_it(finished_run, tmp_path, capsys, 
 def test_aggregate_runs_without_records_blame_no_option(finished_run, tmp_path, capsys):
     import shutil
 
-    from conftest import load_script
+    from stoixlite import aggregate
 
-    aggregate = load_script("aggregate")
     sweep = tmp_path / "sweep"
     for name in ("a", "b"):
         shutil.copytree(finished_run, sweep / name)

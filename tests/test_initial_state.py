@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import run_config
+from conftest import run_plan
 
 from stoixlite.run.build import build_run
 from stoixlite.run.parts import _unaliased
@@ -46,7 +46,7 @@ def test_unaliased_copies_only_shared_buffers():
 def test_initial_state_has_one_buffer_per_leaf_and_trains(overrides):
     small = ["arch.num_envs=4", "system.rollout_length=8", "system.num_minibatches=2"]
     small += ["arch.total_timesteps=64", "arch.num_evaluations=1", "network.hidden_size=16"]
-    run = build_run(run_config([*overrides, *small]))
+    run = build_run(run_plan([*overrides, *small]))
     state, _ = run.init()
     ids = buffers(state)
     assert len(set(ids)) == len(ids)

@@ -23,10 +23,11 @@ import pytest
 from conftest import TINY, compose_config, run_config
 from omegaconf import OmegaConf
 
+from stoixlite.config.fingerprint import config_fingerprint
 from stoixlite.config.parse import parse
+from stoixlite.config.plan import plan_run
 from stoixlite.config.strict import ConfigError
 from stoixlite.run.build import build_run
-from stoixlite.run.resume import config_fingerprint
 from stoixlite.tracking.checkpointing import Checkpointer, checkpoint_dir
 from stoixlite.tracking.jsonl import read_jsonl
 from stoixlite.tracking.state_arrays import pack_state
@@ -122,8 +123,8 @@ def final_state(run_dir: Path) -> dict[str, np.ndarray]:
     saved = OmegaConf.load(run_dir / "config.yaml")
     saved.arch.num_devices = 1
     cfg = parse(saved)
-    state, key = build_run(cfg).init()
-    with Checkpointer(checkpoint_dir(run_dir), config_fingerprint(cfg)) as ckpt:
+    state, key = build_run(plan_run(cfg)).init()
+    with Checkpointer(checkpoint_dir(run_dir), config_fingerprint(cfg.to_dict())) as ckpt:
         tree, _, step = ckpt.restore({"learner": state, "host_key": key})
     assert step == cfg.arch.num_evaluations
     return {name: np.asarray(value) for name, value in pack_state(tree)[0].items()}
@@ -205,7 +206,7 @@ def test_cnn_on_pixels_on_2_devices_equals_1_device(tmp_path):
 def test_more_devices_than_exist_is_one_line_before_compiling():
     cfg = run_config(TINY + [f"arch.num_devices={jax.local_device_count() + 1}"])
     with pytest.raises(ConfigError) as err:
-        build_run(cfg)
+        build_run(plan_run(cfg))
     assert len(err.value.errors) == 1
     assert err.value.errors[0].startswith(f"arch.num_devices={jax.local_device_count() + 1}")
 

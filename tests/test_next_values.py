@@ -18,7 +18,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import run_config
+from conftest import run_plan
 
 from stoixlite.ppo.gae import gae_advantages
 from stoixlite.ppo.rollout import (
@@ -161,7 +161,7 @@ ENV_OVERRIDES = [
 def test_rollouts_next_values_equal_the_full_bootstrap(env, length, truncations):
     overrides = [f"env={env}", f"system.rollout_length={length}"]
     overrides.append(f"arch.total_timesteps={3 * length}")
-    exp = build_run(run_config(ENV_OVERRIDES + overrides + ["network=gru"]))
+    exp = build_run(run_plan(ENV_OVERRIDES + overrides + ["network=gru"]))
     keep = (0, length // 2)
 
     @jax.jit
@@ -190,7 +190,7 @@ def test_training_with_one_step_rollouts(network):
     """The learn chunk compiles and runs with ``system.rollout_length=1`` (next values of a
     one-step rollout; stateful and stateless data paths)."""
     overrides = ["system.rollout_length=1", "system.bptt_length=1", "arch.total_timesteps=12"]
-    exp = build_run(run_config(ENV_OVERRIDES + overrides + [f"network={network}"]))
+    exp = build_run(run_plan(ENV_OVERRIDES + overrides + [f"network={network}"]))
     state = jax.jit(exp.init_state)(jax.random.PRNGKey(0))
     state, metrics = jax.jit(exp.update)(state)
     assert all(np.isfinite(np.asarray(v)).all() for v in metrics.values())

@@ -13,7 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import replay_inputs, run_config
+from conftest import replay_inputs, run_plan
 
 from stoixlite.networks.memory import available_memories
 from stoixlite.ppo import types
@@ -84,7 +84,7 @@ def _models(names, default=DEFAULT_RUN_MODELS) -> list:
 @pytest.mark.parametrize("model", _models(available_memories()))
 def test_first_minibatch_replays_rollout(model):
     """For every case, including burn-in, the trained steps replay the rollout exactly."""
-    exp = build_run(run_config(OVERRIDES + [f"network={model}"]))
+    exp = build_run(run_plan(OVERRIDES + [f"network={model}"]))
     all_metrics, traj = replay_deviations(exp, jax.random.PRNGKey(0), CASES)
     assert bool(np.asarray(traj.last).any()), "episodes must end mid-rollout"
     for case, metrics in zip(CASES, all_metrics, strict=True):
@@ -107,7 +107,7 @@ PIXEL_OVERRIDES = [
 # runs before the memory: the uint8 buffers and the encoder are the same for every model).
 @pytest.mark.parametrize("model", _models(["gru", "memoroid", "framestack"], default=("gru",)))
 def test_first_minibatch_replays_rollout_with_cnn_on_pixels(model):
-    exp = build_run(run_config(PIXEL_OVERRIDES + [f"network={model}"]))
+    exp = build_run(run_plan(PIXEL_OVERRIDES + [f"network={model}"]))
     all_metrics, traj = replay_deviations(exp, jax.random.PRNGKey(0), CASES)
     assert traj.obs.dtype == jnp.uint8 and traj.obs.shape[2:] == (16, 16, 3)
     assert bool(np.asarray(traj.last).any()), "episodes must end mid-rollout"
@@ -120,7 +120,7 @@ def test_zeroed_chunk_carries_break_the_identity_and_burn_in_replaces_them():
     """A negative control: zeroed stored carries break the identity without burn-in. With
     burn-in only chunk 0 uses its stored carry, so zeroing the others' changes nothing (the
     burn-in recomputes them). All three cases in one compiled call."""
-    exp = build_run(run_config(OVERRIDES))
+    exp = build_run(run_plan(OVERRIDES))
     key = jax.random.PRNGKey(0)
     cases = ((4, 0, True), (4, 4, True), (4, 4, False))
     (plain, burned, ok), _ = replay_deviations(exp, key, cases)
@@ -133,7 +133,7 @@ def test_zeroed_chunk_carries_break_the_identity_and_burn_in_replaces_them():
 def test_update_reports_identity_on_first_minibatch():
     """The full update (epochs x minibatches, BPTT chunks) logs ratio ~1 on its first minibatch."""
     exp = build_run(
-        run_config(
+        run_plan(
             OVERRIDES + ["system.bptt_length=8", "system.num_minibatches=3", "system.epochs=2"]
         )
     )
@@ -171,8 +171,8 @@ def test_burn_in_sequences_hold_the_preceding_steps():
 
 def test_burn_in_zero_is_todays_update():
     """``system.burn_in=0`` builds the sequences (no burn-in fields) and update of before."""
-    exp = build_run(run_config(OVERRIDES + ["system.bptt_length=8"]))
-    exp0 = build_run(run_config(OVERRIDES + ["system.bptt_length=8", "system.burn_in=0"]))
+    exp = build_run(run_plan(OVERRIDES + ["system.bptt_length=8"]))
+    exp0 = build_run(run_plan(OVERRIDES + ["system.bptt_length=8", "system.burn_in=0"]))
     state = jax.jit(exp.init_state)(jax.random.PRNGKey(0))
     a, ma = jax.jit(exp.update)(state)
     b, mb = jax.jit(exp0.update)(jax.jit(exp0.init_state)(jax.random.PRNGKey(0)))
@@ -202,7 +202,7 @@ def test_rollout_keeping_equals_rollout(model, keeps):
     in one compiled call (the reference rollout is the same for all)."""
     from stoixlite.ppo.rollout import bootstrap_values, rollout, rollout_keeping
 
-    exp = build_run(run_config(OVERRIDES + [f"network={model}"]))
+    exp = build_run(run_plan(OVERRIDES + [f"network={model}"]))
 
     @jax.jit
     def both(key):
@@ -254,7 +254,7 @@ def test_update_is_the_same_with_either_rollout_carries(model):
     updates = {}
     for mode in ("every_step", "sequence_starts"):
         overrides = [f"network={model}", f"system.rollout_carries={mode}", *extra]
-        exp = build_run(run_config(OVERRIDES + overrides))
+        exp = build_run(run_plan(OVERRIDES + overrides))
         state = jax.jit(exp.init_state)(jax.random.PRNGKey(1))
         updates[mode] = jax.jit(exp.update)(state)
     carry = state.carry

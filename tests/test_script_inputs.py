@@ -113,7 +113,7 @@ def test_output_file_error_keeps_an_existing_file(tmp_path):
     [
         ["benchmark.py"],
         ["benchmark_memory.py"],
-        ["aggregate.py", "somewhere"],
+        ["-m", "stoixlite.aggregate", "somewhere"],
         ["benchmark_envs.py"],
         ["profile_update.py"],
         ["-m", "stoixlite.evaluate", "somewhere"],
@@ -298,7 +298,7 @@ def test_benchmark_memory_failed_rows_exit_non_zero_with_the_real_error(
 
 
 # --------------------------------------------------------------------------------------------
-# scripts/aggregate.py
+# python -m stoixlite.aggregate
 # --------------------------------------------------------------------------------------------
 
 
@@ -337,7 +337,8 @@ def fake_runs(root: Path) -> Path:
     ],
 )
 def test_aggregate_bad_input_is_one_line(args, words, tmp_path, capsys):
-    aggregate = load_script("aggregate")
+    from stoixlite import aggregate
+
     sweep = fake_runs(tmp_path)
     (tmp_path / "empty").mkdir()
     (tmp_path / "file").write_text("keep me")
@@ -356,7 +357,8 @@ def test_aggregate_bad_input_is_one_line(args, words, tmp_path, capsys):
 
 def test_aggregate_a_sparse_metric_without_warnings(tmp_path, capsys):
     """A metric missing from some records (``None``) aggregates without numpy's warnings."""
-    aggregate = load_script("aggregate")
+    from stoixlite import aggregate
+
     sweep = fake_runs(tmp_path)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

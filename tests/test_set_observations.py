@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import TINY, compose_config, run_config
+from conftest import TINY, compose_config, run_plan
 
 from stoixlite.config.parse import parse
 from stoixlite.config.strict import ConfigError
@@ -119,7 +119,7 @@ def test_set_encoder_needs_a_set_env():
 
 def test_ppo_update_on_card_table_with_set_encoder():
     overrides = TINY + ["env=sets/card_table", "network.encoder=set"]
-    exp = build_run(run_config(overrides + ["network.set_pooling=attention"]))
+    exp = build_run(run_plan(overrides + ["network.set_pooling=attention"]))
     state = jax.jit(exp.init_state)(jax.random.PRNGKey(0))
     _, metrics = jax.jit(exp.update)(state)
     assert float(metrics["loss/first_ratio_max_dev"]) < 1e-5

@@ -143,3 +143,64 @@ def test_files_are_small():
     assert over == {}, f"files over {MAX_LINES} lines: {over}"
     # an exemption that is no longer needed is removed
     assert all(sizes.get(path, 0) > MAX_LINES for path in OVER_LIMIT)
+
+
+# The three places that read a config with ``config/parse.parse``: the entry points' (and the
+# scripts') config reader, the records reader of the POPGym table, the resume reader.
+PARSE_DOORS = {
+    ("stoixlite/cli/configs.py", "read_config"),
+    ("stoixlite/results/popgym_records.py", "record_settings"),
+    ("stoixlite/run/resume.py", "load_saved_config"),
+}
+
+
+def parse_calls(source: str, path: str) -> set[tuple[str, str]]:
+    """``(path, enclosing function)`` of every call of ``stoixlite.config.parse.parse`` in
+    ``source``, by whatever name it was imported (the function, or its module)."""
+    tree = ast.parse(source, path)
+    functions, modules = set(), set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module == "stoixlite.config.parse":
+            functions |= {a.asname or a.name for a in node.names if a.name == "parse"}
+        elif isinstance(node, ast.ImportFrom) and node.module == "stoixlite.config":
+            modules |= {a.asname or a.name for a in node.names if a.name == "parse"}
+        elif isinstance(node, ast.Import):
+            modules |= {a.asname for a in node.names if a.name == "stoixlite.config.parse"}
+    found = set()
+
+    def visit(node: ast.AST, where: str) -> None:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            where = node.name
+        if isinstance(node, ast.Call):
+            func = node.func
+            if (isinstance(func, ast.Name) and func.id in functions) or (
+                isinstance(func, ast.Attribute)
+                and func.attr == "parse"
+                and isinstance(func.value, ast.Name)
+                and func.value.id in modules
+            ):
+                found.add((path, where))
+        for child in ast.iter_child_nodes(node):
+            visit(child, where)
+
+    visit(tree, "<module>")
+    return found
+
+
+def test_parse_calls_finds_every_spelling():
+    """Negative control: a call by the function's name, by an alias and through the module."""
+    source = (
+        "from stoixlite.config.parse import parse, parse as read\n"
+        "from stoixlite.config import parse as p\n"
+        "def a(c):\n    return parse(c)\n"
+        "def b(c):\n    return read(c), p.parse(c)\n"
+        "def c(c):\n    return parse_distributed(c)\n"
+    )
+    assert parse_calls(source, "x.py") == {("x.py", "a"), ("x.py", "b")}
+
+
+def test_the_config_is_parsed_at_three_doors_only():
+    found = set()
+    for path in FILES.values():
+        found |= parse_calls(path.read_text(), str(path.relative_to(ROOT)))
+    assert found == PARSE_DOORS

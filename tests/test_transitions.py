@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import compose_config, load_script, replay_inputs, run_config
+from conftest import compose_config, load_script, replay_inputs, run_plan
 
 from stoixlite.config.parse import parse
 from stoixlite.config.plan import plan_run
@@ -95,7 +95,7 @@ def _max_rel_diff(a, b) -> float:
 # update replays its rollout by default: test_transition_update_replays_rollout).
 @pytest.mark.parametrize("network", [pytest.param("feedforward", marks=pytest.mark.slow), "mlp"])
 def test_transition_minibatch_equals_sequence_minibatch(network):
-    exp = build_run(run_config(OVERRIDES + [f"network={network}"]))
+    exp = build_run(run_plan(OVERRIDES + [f"network={network}"]))
     assert exp.ppo.transitions
     (g_seq, m_seq), (g_step, m_step), traj = loss_and_grads(exp, shift=0.05)
     assert bool(np.asarray(traj.last).any()), "episodes must end mid-rollout"
@@ -111,7 +111,7 @@ def test_transition_minibatch_equals_sequence_minibatch(network):
 def test_recurrent_transitions_differ_from_sequences():
     """Negative control: for a GRU, length-1 replays from the stored carries are not the
     sequence loss once the parameters differ from the rollout's."""
-    exp = build_run(run_config(OVERRIDES + ["network=gru"]))
+    exp = build_run(run_plan(OVERRIDES + ["network=gru"]))
     assert not exp.ppo.transitions
     (_, m_seq), (_, m_step), _ = loss_and_grads(exp, shift=0.05)
     assert abs(float(m_step["loss/value"]) - float(m_seq["loss/value"])) > 1e-4
@@ -133,7 +133,7 @@ def test_stateless_networks_select_transitions():
 @pytest.mark.parametrize("network", ["feedforward", pytest.param("mlp", marks=pytest.mark.slow)])
 def test_transition_update_replays_rollout(network):
     """The full update on shuffled transitions keeps the rollout/replay identity."""
-    exp = build_run(run_config(OVERRIDES + [f"network={network}", "system.epochs=2"]))
+    exp = build_run(run_plan(OVERRIDES + [f"network={network}", "system.epochs=2"]))
     state = jax.jit(exp.init_state)(jax.random.PRNGKey(0))
     _, metrics = jax.jit(exp.update)(state)
     assert float(metrics["loss/first_ratio_max_dev"]) < 1e-5
@@ -146,7 +146,7 @@ def test_feedforward_is_purejaxrl_network():
     scripts/purejaxrl_ppo.py) with the same weights."""
     TwoTowers = load_script("purejaxrl_ppo").TwoTowers
 
-    exp = build_run(run_config(["network=feedforward", "env=gymnax/CartPole-v1"]))
+    exp = build_run(run_plan(["network=feedforward", "env=gymnax/CartPole-v1"]))
     state = jax.jit(exp.init_state)(jax.random.PRNGKey(0))  # one program, not op by op
     p = state.params["params"]
     assert set(p) == {"actor_mlp", "critic_mlp", "pi", "v"}  # no encoder, no memory parameters

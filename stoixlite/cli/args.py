@@ -8,9 +8,9 @@ stderr naming the option or value and what is allowed, exit status 2, before any
   unchanged). Every check a script makes after parsing goes through ``parser.error`` too.
 * :func:`output_file_error` / :func:`output_dir_error`: an output path (``--out``) checked before
   the work whose results it would hold, not after.
-* :func:`checked_run_config`: composes and parses a run config from Hydra overrides the way
+* :func:`checked_run_config`: composes and reads a run config from Hydra overrides the way
   ``python -m stoixlite.rec_ppo`` does (:mod:`stoixlite.cli.overrides`, then
-  :func:`stoixlite.config.parse`), every mistake as one line.
+  :func:`stoixlite.cli.configs.read_config`), every mistake as one line.
 * :func:`last_error_line`: the line of a failed subprocess's stderr that says what went wrong
   (the exception, not JAX's note on its filtered traceback).
 * :func:`compile_for_real`: the benchmark and profiling scripts' processes compile every program
@@ -92,9 +92,8 @@ def checked_run_config(overrides: Sequence[str]) -> tuple[RunConfig | None, str 
     run config, else ``(None, one line)``: an unknown group option, key or malformed override
     (:func:`stoixlite.cli.overrides.composed_or_error`, as ``python -m stoixlite.rec_ppo`` reports
     them) or an invalid value (:class:`~stoixlite.config.ConfigError`, every mistake)."""
-    from stoixlite.cli.configs import CONFIG_DIR
+    from stoixlite.cli.configs import CONFIG_DIR, read_config
     from stoixlite.cli.overrides import MULTIRUN_FLAGS, composed_or_error
-    from stoixlite.config.parse import parse
     from stoixlite.config.strict import ConfigError
 
     overrides = list(overrides)
@@ -106,7 +105,7 @@ def checked_run_config(overrides: Sequence[str]) -> tuple[RunConfig | None, str 
     if error is not None:
         return None, error
     try:
-        return parse(cfg), None
+        return read_config(cfg, join_processes=False), None
     except ConfigError as err:
         return None, one_line(str(err))
 

@@ -1,21 +1,42 @@
-"""The run plan: what a parsed config means for the run, computed once into a plain value.
+"""The run plan: what a parsed config means for the run, derived once into an immutable value.
 
-:func:`plan_run` splits the budget into compiled learn chunks (:func:`chunk_split`), makes the
-static :class:`~stoixlite.ppo.types.PPOConfig` of the learner, and says in one line where the run
-trains another number of steps or chunks than the config asks (``budget_note``).
+The entry point plans a run once (:func:`plan_run`) and hands the :class:`RunPlan` down: the
+build (:func:`stoixlite.run.build.build_run`), the host envs' run, the device layout, the host
+loop and the resume checks all read it, and none of them derives any of it again. The plan:
+
+* splits the budget into compiled learn chunks (:func:`chunk_split`) and says in one line where
+  the run trains another number of steps or chunks than the config asks (``budget_note``);
+* makes the static :class:`~stoixlite.ppo.types.PPOConfig` of the learner;
+* selects the run's devices (:func:`select_devices`) and checks that the envs and every
+  minibatch split evenly over them (:func:`~stoixlite.config.checks.check_device_split`);
+* reads the config's plain dict once, and from it the checkpoint fingerprint
+  (:func:`~stoixlite.config.fingerprint.config_fingerprint`), the YAML saved as the run's
+  ``config.yaml`` and the key of the compiled programs' cache.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
+from typing import Any
 
+import jax
+from omegaconf import OmegaConf
+
+from stoixlite.config.checks import check_device_split
+from stoixlite.config.fingerprint import config_fingerprint
 from stoixlite.config.schema import RunConfig
+from stoixlite.config.strict import ConfigError
 from stoixlite.ppo.types import PPOConfig
 
 # Equal chunks of whole updates rarely fit a budget exactly: the run keeps arch.num_evaluations
 # while that trains at least this share of the budget's updates, else takes fewer chunks.
 KEPT_BUDGET_SHARE = 0.95
+# Config groups that change no compiled program (what the run writes, how its processes meet).
+_UNCOMPILED_GROUPS = ("logger", "checkpoint", "distributed", "resume")
+# arch keys that change no compiled program (seed: an input; target_return: a host-side check).
+_UNCOMPILED_ARCH_KEYS = ("seed", "target_return")
 
 
 def chunk_split(num_updates: int, max_chunks: int) -> tuple[int, int]:
@@ -29,10 +50,42 @@ def chunk_split(num_updates: int, max_chunks: int) -> tuple[int, int]:
     return 1, max(1, num_updates)  # below one update: refused by the parser's budget check
 
 
+def config_chunks(cfg: RunConfig) -> tuple[int, int]:
+    """``(chunks, updates per chunk)`` of ``cfg``'s budget (:func:`chunk_split` of its whole
+    updates into at most ``arch.num_evaluations`` chunks)."""
+    return chunk_split(cfg.arch.total_timesteps // cfg.steps_per_update, cfg.arch.num_evaluations)
+
+
+def chunking_line(chunks: int, updates_per_chunk: int, steps_per_update: int) -> str:
+    """``"<chunks> chunks x <updates per chunk> updates x <steps per update> steps"``."""
+    return f"{chunks} chunks x {updates_per_chunk} updates x {steps_per_update} steps"
+
+
+def select_devices(num_devices: int | None) -> tuple[jax.Device, ...]:
+    """The first ``num_devices`` local devices of every process (all when ``None``), ordered by
+    process. Raises :class:`ConfigError` when a process has fewer devices."""
+    local = jax.local_device_count()
+    per_process = local if num_devices is None else num_devices
+    if per_process > local:
+        raise ConfigError(
+            [
+                f"arch.num_devices={num_devices!r} is invalid: this process has {local} "
+                f"{jax.default_backend()} device(s)"
+            ]
+        )
+    by_process: dict[int, list[jax.Device]] = {}
+    for device in jax.devices():
+        by_process.setdefault(device.process_index, []).append(device)
+    ordered = [sorted(by_process[p], key=lambda d: d.id) for p in sorted(by_process)]
+    return tuple(device for devices in ordered for device in devices[:per_process])
+
+
 @dataclass(frozen=True)
 class RunPlan:
-    """What a run does with its config's budget."""
+    """A run's config and what it means for the run (see the module docstring). Read, never
+    changed: a rollback's halved learning rate is a new plan (:meth:`with_lr`)."""
 
+    config: RunConfig
     num_updates: int  # whole updates in arch.total_timesteps
     num_chunks: int  # compiled learn chunks, an evaluation after each
     steps_per_update: int  # arch.num_envs x system.rollout_length
@@ -41,16 +94,42 @@ class RunPlan:
     chunking: str  # "<chunks> chunks x <updates per chunk> updates x <steps per update> steps"
     budget_note: str | None  # one line when the run trains other steps or chunks than asked
     name: str  # "<env>[<difficulty>] <network> seed=<seed or first..last>"
+    devices: tuple[jax.Device, ...]  # of every process, ordered by process
+    config_dict: dict[str, Any]  # RunConfig.to_dict(): the config W&B shows
+    fingerprint: dict[str, Any]  # what a checkpoint must agree on (config_fingerprint)
+    saved_config: str  # the YAML of the run's config.yaml (without the processes' settings)
+    compile_key: str  # everything the compiled programs depend on (not the seed, the outputs)
+
+    @property
+    def steps_per_chunk(self) -> int:
+        return self.steps_per_update * self.ppo.updates_per_chunk
+
+    def with_lr(self, lr: float) -> RunPlan:
+        """This run's plan with ``system.lr`` = ``lr`` (a rollback after non-finite values; the
+        devices stay those selected)."""
+        system = dataclasses.replace(self.config.system, lr=lr)
+        return _derive(dataclasses.replace(self.config, system=system), self.devices)
 
 
 def plan_run(cfg: RunConfig) -> RunPlan:
-    """The :class:`RunPlan` of ``cfg``: ``arch.num_evaluations`` chunks, unless fewer equal
-    chunks keep more of the budget (:func:`chunk_split`)."""
+    """The :class:`RunPlan` of ``cfg``, once per run: ``arch.num_evaluations`` chunks, unless
+    fewer equal chunks keep more of the budget (:func:`chunk_split`), on the devices of
+    ``arch.num_devices`` (:class:`ConfigError` where they do not exist or the envs and
+    minibatches do not split over them)."""
+    from stoixlite.envs.host import is_host_env
+
+    # A host env's run steps its envs on the host and learns on one device (the config checks).
+    devices = select_devices(1 if is_host_env(cfg.env.name) else cfg.arch.num_devices)
+    check_device_split(cfg, len(devices))
+    return _derive(cfg, devices)
+
+
+def _derive(cfg: RunConfig, devices: tuple[jax.Device, ...]) -> RunPlan:
     from stoixlite.networks.memory import is_stateless
 
     steps_per_update = cfg.steps_per_update
     num_updates = cfg.arch.total_timesteps // steps_per_update
-    num_chunks, updates_per_chunk = chunk_split(num_updates, cfg.arch.num_evaluations)
+    num_chunks, updates_per_chunk = config_chunks(cfg)
     given = {f.name: getattr(cfg.system, f.name) for f in dataclasses.fields(cfg.system)}
     # Stateless networks train on shuffled single transitions (no sequences, no burn-in).
     transitions = cfg.system.stateless_transitions and is_stateless(cfg.network.name)
@@ -64,10 +143,12 @@ def plan_run(cfg: RunConfig) -> RunPlan:
         updates_per_chunk=updates_per_chunk,
     )
     total_steps = ppo.num_updates * steps_per_update
-    chunking = f"{num_chunks} chunks x {updates_per_chunk} updates x {steps_per_update} steps"
+    chunking = chunking_line(num_chunks, updates_per_chunk, steps_per_update)
     seeds = cfg.arch.seeds
     seed = str(seeds[0]) if len(seeds) == 1 else f"{seeds[0]}..{seeds[-1]}"
+    container = cfg.to_dict()
     return RunPlan(
+        config=cfg,
         num_updates=num_updates,
         num_chunks=num_chunks,
         steps_per_update=steps_per_update,
@@ -76,7 +157,20 @@ def plan_run(cfg: RunConfig) -> RunPlan:
         chunking=chunking,
         budget_note=_budget_note(cfg, num_updates, num_chunks, total_steps, chunking),
         name=f"{cfg.env.name}[{cfg.env.difficulty or '-'}] {cfg.network.name} seed={seed}",
+        devices=tuple(devices),
+        config_dict=container,
+        fingerprint=config_fingerprint(container),
+        saved_config=OmegaConf.to_yaml({k: v for k, v in container.items() if k != "distributed"}),
+        compile_key=_compile_key(container),
     )
+
+
+def _compile_key(container: dict[str, Any]) -> str:
+    """The JSON of what the compiled programs depend on: the config without the groups and keys
+    that change none of them."""
+    compiled = {k: v for k, v in container.items() if k not in _UNCOMPILED_GROUPS}
+    compiled["arch"] = {k: v for k, v in compiled["arch"].items() if k not in _UNCOMPILED_ARCH_KEYS}
+    return json.dumps(compiled, sort_keys=True, default=str)
 
 
 def _budget_note(

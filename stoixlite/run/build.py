@@ -1,5 +1,5 @@
-"""Build a run from its typed config: the env stacks, network, optimiser and pure PPO functions
-of :class:`~stoixlite.run.parts.Run`, laid out on the run's devices, with the programs of recent
+"""Build a run from its plan: the env stacks, network, optimiser and pure PPO functions of
+:class:`~stoixlite.run.parts.Run`, laid out on the plan's devices, with the programs of recent
 configs shared (:func:`build_run`). A host env's run is :func:`stoixlite.run.host.build_host_run`'s.
 
 Tests and ``scripts/benchmark.py`` use :func:`build_run` too, so they exercise exactly the training
@@ -9,26 +9,20 @@ code path.
 from __future__ import annotations
 
 import copy
-import json
 from collections import OrderedDict
 
-from stoixlite.config.checks import check_device_split
-from stoixlite.config.plan import plan_run
-from stoixlite.config.schema import RunConfig
+from stoixlite.config.plan import RunPlan
 from stoixlite.envs.host import is_host_env
 from stoixlite.ppo.evaluate import make_evaluator
 from stoixlite.ppo.learner import make_learn_chunk, make_optimizer, make_update
 from stoixlite.run.host import build_host_run
 from stoixlite.run.parts import Run, make_env_stack, make_network
-from stoixlite.run.sharding import Placement, select_devices
+from stoixlite.run.sharding import Placement
 
 
-def _build(cfg: RunConfig) -> Run:
-    plan = plan_run(cfg)
-    ppo = plan.ppo
-    devices = select_devices(cfg.arch.num_devices)
-    check_device_split(cfg, len(devices))
-    placement = Placement.create(devices, cfg.arch.num_seeds)
+def _build(plan: RunPlan) -> Run:
+    cfg, ppo = plan.config, plan.ppo
+    placement = Placement.of(plan)
     env = make_env_stack(cfg.env, ppo.num_envs)
     network = make_network(cfg.network, env)
     optimizer = make_optimizer(ppo)
@@ -50,9 +44,7 @@ def _build(cfg: RunConfig) -> Run:
         max_steps=int((env.max_episode_steps or cfg.arch.eval_max_steps) + 1),
     )
     return Run(
-        config=cfg,
         plan=plan,
-        ppo=ppo,
         env=env,
         network=network,
         optimizer=optimizer,
@@ -63,35 +55,26 @@ def _build(cfg: RunConfig) -> Run:
     )
 
 
-# The programs of recent configs, keyed by everything that affects the compiled code (not the
-# seed, loggers or checkpoint settings): the jobs of a seed sweep in one multirun process, and a
-# resumed run in the same process, reuse one compilation. Each build_run gets its own copy of the
-# cached run with its own config and plan; the copies share the jitted and compiled programs.
+# The programs of recent configs, keyed by everything that affects the compiled code
+# (RunPlan.compile_key: not the seed, loggers or checkpoint settings): the jobs of a seed sweep in
+# one multirun process, and a resumed run in the same process, reuse one compilation. Each
+# build_run gets its own copy of the cached run with its own plan; the copies share the jitted
+# and compiled programs.
 _CACHE: OrderedDict[str, Run] = OrderedDict()
 _CACHE_SIZE = 2
 
 
-def _compile_key(cfg: RunConfig) -> str:
-    container = cfg.to_dict()
-    for key in ("logger", "checkpoint", "distributed", "resume"):
-        container.pop(key, None)
-    container["arch"].pop("seed", None)
-    container["arch"].pop("target_return", None)  # host-side only
-    return json.dumps(container, sort_keys=True, default=str)
-
-
-def build_run(cfg: RunConfig) -> Run:
-    """The :class:`Run` of ``cfg``, a run of its own whose programs are shared with the runs
-    of recent configs that compile the same (another seed, other outputs)."""
-    if is_host_env(cfg.env.name):  # envs of its own, stepped on the host: never shared
-        return build_host_run(cfg)
-    key = _compile_key(cfg)
+def build_run(plan: RunPlan) -> Run:
+    """The :class:`Run` of ``plan``, a run of its own whose programs are shared with the runs
+    of recent plans that compile the same (another seed, other outputs)."""
+    if is_host_env(plan.config.env.name):  # envs of its own, stepped on the host: never shared
+        return build_host_run(plan)
+    key = plan.compile_key
     if key not in _CACHE:
-        _CACHE[key] = _build(cfg)
+        _CACHE[key] = _build(plan)
     _CACHE.move_to_end(key)
     while len(_CACHE) > _CACHE_SIZE:
         _CACHE.popitem(last=False)
-    run = copy.copy(_CACHE[key])  # shares the programs, not the config
-    if run.config != cfg:
-        run.config, run.plan = cfg, plan_run(cfg)
+    run = copy.copy(_CACHE[key])  # shares the programs, not the plan
+    run.plan = plan
     return run

@@ -10,8 +10,8 @@ What happens next is ``arch.on_nonfinite``:
 * ``stop`` (default): :class:`NonFiniteError`, one line naming the chunk, the update and the
   first non-finite metric; the process exits non-zero.
 * ``rollback``: restore the newest checkpoint (or the initial state when none is saved yet),
-  halve ``system.lr`` (:func:`halved_lr`) and go on, at most ``arch.max_rollbacks`` times; then
-  stop as above.
+  halve ``system.lr`` (:meth:`~stoixlite.config.plan.RunPlan.with_lr`) and go on, at most
+  ``arch.max_rollbacks`` times; then stop as above.
 
 :class:`CollapseWatch` warns once when the update's approximate KL or clip fraction stays far
 above normal for several chunks in a row or spikes in one, or when a discrete policy's entropy
@@ -20,13 +20,10 @@ vanishes while the eval return stays at its start level (a policy that collapsed
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from typing import Any
 
 import numpy as np
-
-from stoixlite.config.schema import RunConfig
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +43,6 @@ COLLAPSE_ENTROPY_FRACTION = 0.02
 
 class NonFiniteError(RuntimeError):
     """A learn chunk produced a non-finite loss or parameter; the message is one line."""
-
-
-def halved_lr(cfg: RunConfig) -> RunConfig:
-    """``cfg`` with ``system.lr`` halved (a rollback after non-finite values)."""
-    return dataclasses.replace(cfg, system=dataclasses.replace(cfg.system, lr=cfg.system.lr / 2))
 
 
 def first_nonfinite(metrics: dict[str, Any], params_finite: Any) -> tuple[str, int] | None:

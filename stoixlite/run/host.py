@@ -37,8 +37,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from stoixlite.config.plan import plan_run
-from stoixlite.config.schema import RunConfig
+from stoixlite.config.plan import RunPlan
 from stoixlite.envs.host.sources import HostSource, host_source
 from stoixlite.envs.host.vector import HostVector, to_device
 from stoixlite.envs.types import LAST, MID
@@ -55,7 +54,7 @@ from stoixlite.ppo.rollout import ApplyFn, act
 from stoixlite.ppo.types import LearnerState, Transition
 from stoixlite.run.actor import ActorThread, InFlight, check_stop
 from stoixlite.run.parts import Metrics, Run, make_network, split_key
-from stoixlite.run.sharding import Placement, select_devices
+from stoixlite.run.sharding import Placement
 from stoixlite.run.signals import ctrl_c_deferred
 
 
@@ -355,10 +354,10 @@ def start_vectors(
     return vectors
 
 
-def build_host_run(cfg: RunConfig) -> HostRun:
-    """The :class:`HostRun` of ``cfg`` (a host env; one seed, one device: the config checks)."""
-    plan = plan_run(cfg)
-    ppo, env_cfg = plan.ppo, cfg.env
+def build_host_run(plan: RunPlan) -> HostRun:
+    """The :class:`HostRun` of ``plan`` (a host env; one seed, one device: the config checks)."""
+    cfg, ppo = plan.config, plan.ppo
+    env_cfg = cfg.env
     source = host_source(env_cfg.name, env_cfg.difficulty, dict(env_cfg.kwargs))
     options = dict(
         asynchronous=env_cfg.vector == "async",
@@ -370,16 +369,14 @@ def build_host_run(cfg: RunConfig) -> HostRun:
     vector, eval_vector = vectors
     try:  # an error, or Ctrl-C, before the run owns the vectors: they end here
         run = HostRun(
-            config=cfg,
             plan=plan,
-            ppo=ppo,
             env=vector.specs,
             network=make_network(cfg.network, vector.specs),
             optimizer=make_optimizer(ppo),
             update=None,  # type: ignore[arg-type]  (set by __post_init__)
             learn_chunk=None,  # type: ignore[arg-type]
             evaluate=None,  # type: ignore[arg-type]
-            placement=Placement.create(select_devices(1), 1),
+            placement=Placement.of(plan),
             vector=vector,
             eval_vector=eval_vector,
         )

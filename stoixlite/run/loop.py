@@ -1,6 +1,6 @@
 """The host loop of a training run: compiled learn chunks, evaluation, one record per chunk.
 
-``train(cfg, run_dir)`` runs the plan's chunks (:mod:`stoixlite.config.plan`):
+``train(plan, run_dir)`` runs the plan's chunks (:mod:`stoixlite.config.plan`):
 ``arch.num_evaluations``, or fewer equal chunks where those keep more of the budget (fewer also
 with an early stop: once the mean eval return reaches ``arch.target_return``, when set, the run
 saves a checkpoint and ends). After each chunk it checks that the
@@ -12,7 +12,7 @@ a leading ``[S]`` axis (see :mod:`stoixlite.run.parts`); ``metrics.jsonl`` then 
 over seeds (plus ``*_seed_std`` of the returns) and ``metrics_per_seed.jsonl`` one record per
 seed.
 
-Resume: ``train(cfg, run_dir, resume=True)`` restores the latest checkpoint of ``run_dir``
+Resume: ``train(plan, run_dir, resume=True)`` restores the latest checkpoint of ``run_dir``
 (learner state, host PRNG key, chunk index, logger step), cuts the metrics files back to the
 records written up to that checkpoint and continues: the final state and metrics are
 bit-identical (on CPU) to those of an uninterrupted run. SIGINT or SIGTERM during training
@@ -32,8 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from omegaconf import OmegaConf
-
+from stoixlite.config.plan import RunPlan
 from stoixlite.config.schema import RunConfig
 from stoixlite.envs.host.sources import HostEnvError
 from stoixlite.run.build import build_run
@@ -42,7 +41,6 @@ from stoixlite.run.divergence import (
     CollapseWatch,
     NonFiniteError,
     first_nonfinite,
-    halved_lr,
     nonfinite_message,
 )
 from stoixlite.run.footprint import check_fits, run_devices
@@ -76,11 +74,10 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Training:
-    """Where a run stands between chunks: its config and programs, the learner state and host
-    key, the host-loop state saved with checkpoints, the compiled learn program, and the
+    """Where a run stands between chunks: its plan and programs (``run``), the learner state and
+    host key, the host-loop state saved with checkpoints, the compiled learn program, and the
     outputs."""
 
-    cfg: RunConfig
     run: Run
     run_dir: Path
     recorder: Recorder
@@ -92,15 +89,20 @@ class Training:
     compile_s: float = 0.0
     collapse: CollapseWatch | None = None
 
+    @property
+    def cfg(self) -> RunConfig:
+        return self.run.config
+
 
 def train(
-    cfg: RunConfig,
+    plan: RunPlan,
     run_dir: str | Path,
     resume: bool = False,
     on_chunk_end: Callable[[int, dict[str, float]], None] | None = None,
     sweep: str | None = None,
 ) -> float:
-    """Train as configured, writing outputs to ``run_dir``; returns the final mean eval return.
+    """Train as planned (:func:`stoixlite.config.plan.plan_run`, once, by the caller), writing
+    outputs to ``run_dir``; returns the final mean eval return.
 
     ``resume``: continue from the latest checkpoint in ``run_dir``. ``on_chunk_end(chunk,
     record)`` is called after each chunk is logged, before the checkpoint decision (a hook for
@@ -109,7 +111,7 @@ def train(
     must have joined its processes before (:func:`stoixlite.run.distributed.initialize`, which
     the entry point calls before it parses the config).
     """
-    t = open_training(cfg, Path(run_dir), resume, sweep)
+    t = open_training(plan, Path(run_dir), resume, sweep)
     num_chunks = t.run.plan.num_chunks
     start = time.perf_counter()
     try:
@@ -153,12 +155,12 @@ def train(
     return final
 
 
-def open_training(cfg: RunConfig, run_dir: Path, resume: bool, sweep: str | None) -> Training:
+def open_training(plan: RunPlan, run_dir: Path, resume: bool, sweep: str | None) -> Training:
     """Everything checked before a file is written (a resume's chunk size, the processes'
     agreement, the devices, a new run's directory), then the outputs opened and the learner
     state created, or restored from the latest checkpoint with ``resume``."""
     if resume:  # before anything is written: the saved config.yaml is still the run's own
-        check_resumed_chunks(load_saved_config(run_dir / CONFIG_FILE), cfg)
+        check_resumed_chunks(load_saved_config(run_dir / CONFIG_FILE), plan)
     # Looked at before the processes meet, so that no process sees what another one has written
     # since (process 0 creates the checkpoint directory right after); they must agree on it.
     held = [] if resume else held_outputs(run_dir)
@@ -166,21 +168,20 @@ def open_training(cfg: RunConfig, run_dir: Path, resume: bool, sweep: str | None
     afresh = bool(held) and stopped_before_first_checkpoint(run_dir)
     held = [] if afresh else held
     check_agreement(
-        cfg.distributed.num_processes,
-        config=_saved_config(cfg),
+        plan.config.distributed.num_processes,
+        config=plan.saved_config,
         run_dir=str(run_dir.resolve()),
         run_dir_outputs=",".join(held),
     )
-    run = build_run(cfg)  # refuses device counts that do not fit, before anything is written
+    run = build_run(plan)
     try:
-        return _open_built(cfg, run, run_dir, resume, sweep, held, afresh)
+        return _open_built(run, run_dir, resume, sweep, held, afresh)
     except BaseException:  # refused, or Ctrl-C: a host run's envs and workers end here
         run.close()
         raise
 
 
 def _open_built(
-    cfg: RunConfig,
     run: Run,
     run_dir: Path,
     resume: bool,
@@ -198,8 +199,8 @@ def _open_built(
         print(afresh_line(run_dir))
         for name in (METRICS_FILE, PER_SEED_FILE):  # records of chunks never saved
             (run_dir / name).unlink(missing_ok=True)
-    settings = recorder_settings(cfg, run.plan, run.steps_per_chunk * run.plan.num_chunks, sweep)
-    t = Training(cfg, run, run_dir, Recorder(settings, run_dir, resume, primary), primary)
+    settings = recorder_settings(run.plan, sweep)
+    t = Training(run, run_dir, Recorder(settings, run_dir, resume, primary), primary)
     if resume:
         assert t.recorder.checkpointer is not None
         t.state, t.key, t.host, step = restore(run, t.recorder.checkpointer)
@@ -222,7 +223,7 @@ def resume_is_finished(t: Training, resume: bool) -> bool:
     finished = resume and host.chunk >= num_chunks
     if t.primary:
         if not (stopped or finished):
-            (t.run_dir / CONFIG_FILE).write_text(_saved_config(cfg))
+            (t.run_dir / CONFIG_FILE).write_text(t.run.plan.saved_config)
         if t.run.plan.budget_note:
             print(t.run.plan.budget_note)
         if stopped:
@@ -314,9 +315,9 @@ def rollback(t: Training, chunk: int, bad: tuple[str, int]) -> None:
     if not rolling or t.host.rollbacks >= arch.max_rollbacks:
         raise NonFiniteError(message)
     rollbacks, old_lr = t.host.rollbacks + 1, t.cfg.system.lr
-    t.cfg = halved_lr(t.cfg)
+    plan = t.run.plan.with_lr(old_lr / 2)
     t.run.close()
-    t.run = build_run(t.cfg)
+    t.run = build_run(plan)
     t.state, t.key = t.run.init()
     t.host = HostState()
     if kept is not None:
@@ -325,7 +326,7 @@ def rollback(t: Training, chunk: int, bad: tuple[str, int]) -> None:
     t.host.rollbacks = rollbacks
     t.recorder.rewind(t.host.logger_step)
     if t.primary:
-        (t.run_dir / CONFIG_FILE).write_text(_saved_config(t.cfg))
+        (t.run_dir / CONFIG_FILE).write_text(plan.saved_config)
     tic = time.perf_counter()
     t.learn = t.run.compile_learn(t.state)
     t.compile_s += time.perf_counter() - tic
@@ -340,12 +341,6 @@ def rollback(t: Training, chunk: int, bad: tuple[str, int]) -> None:
         t.cfg.system.lr,
     )
     t.recorder.progress.update(t.run.steps_per_chunk * t.host.chunk, {})
-
-
-def _saved_config(cfg: RunConfig) -> str:
-    """The YAML saved as the run's config: what the run is, not how it was launched (a resumed
-    run may use other processes, so ``distributed`` is left out)."""
-    return OmegaConf.to_yaml({k: v for k, v in cfg.to_dict().items() if k != "distributed"})
 
 
 def num_actions(run: Run) -> int | None:

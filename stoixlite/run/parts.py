@@ -103,7 +103,8 @@ def split_key(key: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 @dataclass
 class Run:
-    """One run: its config, env stack, network, optimiser, the pure PPO functions of one seed
+    """One run: its plan (the config and what it means, :class:`~stoixlite.config.plan.RunPlan`),
+    env stack, network, optimiser, the pure PPO functions of one seed
     (``update``, ``learn_chunk``, ``evaluate``) and the compiled programs over all its seeds
     (``learn``: learner state donated; ``evaluator``; ``split`` of the host keys;
     ``params_finite``: one flag, every parameter of every seed finite, checked after each chunk),
@@ -111,9 +112,7 @@ class Run:
     (:mod:`stoixlite.run.host`), not inside the compiled programs."""
 
     envs_on_host: ClassVar[bool] = False
-    config: RunConfig
     plan: RunPlan
-    ppo: PPOConfig
     env: Environment
     network: ActorCritic
     optimizer: optax.GradientTransformation
@@ -143,12 +142,20 @@ class Run:
         self.params_finite = over_seeds(all_finite, 1)  # one flag over all seeds (no vmap)
 
     @property
+    def config(self) -> RunConfig:
+        return self.plan.config
+
+    @property
+    def ppo(self) -> PPOConfig:
+        return self.plan.ppo
+
+    @property
     def steps_per_update(self) -> int:
-        return self.ppo.num_envs * self.ppo.rollout_length
+        return self.plan.steps_per_update
 
     @property
     def steps_per_chunk(self) -> int:
-        return self.steps_per_update * self.ppo.updates_per_chunk
+        return self.plan.steps_per_chunk
 
     def init_state(self, key: jax.Array) -> LearnerState:
         """Fresh learner state of one seed: initial params, optimiser, reset envs and carries."""

@@ -1,10 +1,11 @@
 """Resuming and loading runs: the resume policy, in one place.
 
-The config fingerprint a checkpoint must agree on (:func:`config_fingerprint`), the config of
-``resume=<run dir>`` keeps, the chunk size a resume must keep (:func:`check_resumed_chunks`,
-:func:`check_restored_chunks`), the host-loop state saved with every checkpoint
-(:class:`HostState`) and :func:`restore`, the one way a checkpoint comes back (the trainer
-resuming and the evaluator loading a run both use it).
+The checks of a checkpoint against the config fingerprint of the run restoring it
+(:func:`check_resumable`; the fingerprint is the run plan's,
+:attr:`~stoixlite.config.plan.RunPlan.fingerprint`), the chunk size a resume must keep
+(:func:`check_resumed_chunks`, :func:`check_restored_chunks`), the host-loop state saved with
+every checkpoint (:class:`HostState`) and :func:`restore`, the one way a checkpoint comes back
+(the trainer resuming and the evaluator loading a run both use it).
 
 Everything a resume or an evaluation needs from the run directory is checked before anything is
 compiled, each mistake one line: the directory, its ``config.yaml``
@@ -16,8 +17,6 @@ back to the newest intact one.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,9 +24,10 @@ from typing import Any
 
 import jax
 
+from stoixlite.config.fingerprint import config_fingerprint
 from stoixlite.config.parse import load_run_config, parse
-from stoixlite.config.plan import plan_run
-from stoixlite.config.schema import CNN_KEYS, RunConfig
+from stoixlite.config.plan import RunPlan, chunking_line, config_chunks, plan_run
+from stoixlite.config.schema import RunConfig
 from stoixlite.config.strict import ConfigError
 from stoixlite.run.build import build_run
 from stoixlite.run.parts import Run
@@ -36,59 +36,14 @@ from stoixlite.tracking.checkpoint_errors import CheckpointCorruptError
 from stoixlite.tracking.checkpointing import Checkpointer, checkpoint_dir, quiet_orbax
 from stoixlite.tracking.files import CHECKPOINT_DIRNAME, CONFIG_FILE
 
-# arch keys that change the shapes of the learner state (besides the network and env configs).
-_SHAPE_ARCH_KEYS = ("num_envs", "num_seeds")
-# env keys that change neither the learner state nor the env's dynamics on valid actions.
-_UNFINGERPRINTED_ENV_KEYS = ("check_actions", "vector")
-# Env keys added after checkpoints existed, with the value every older run had: left out of the
-# fingerprint at that value, so checkpoints written before the key existed still restore.
-_ADDED_ENV_KEYS = {"obs_prev_action": True}
-# Network keys read only by one encoder: left out of the fingerprint unless that encoder is chosen
-# (they change nothing else, and checkpoints written before they existed still restore).
-_ENCODER_KEYS = {"cnn": CNN_KEYS}
-# Network keys that change how the network computes, not what (equal up to float rounding).
-_UNFINGERPRINTED_NETWORK_KEYS = ("cnn_slice_frames",)
 
-
-def config_fingerprint(cfg: RunConfig) -> dict[str, Any]:
-    """What a checkpoint must agree on with the run restoring it.
-
-    ``{"network": {...}, "env": {...}, "arch": {"num_envs": N, "num_seeds": S}, "hash": str}``
-    of the parsed config (typed values and defaults filled in, so a composed config, its parsed
-    form and the saved ``config.yaml`` agree), without ``env.check_actions`` (a checked run
-    resumes or evaluates an unchecked one's checkpoint) and without keys added later while they
-    hold the value older runs had (``_ADDED_ENV_KEYS``), nor the keys of an encoder the run does
-    not use (``_ENCODER_KEYS``), nor those that change only how the network computes
-    (``_UNFINGERPRINTED_NETWORK_KEYS``). The hash is a short sha256 of the rest.
-    """
-    container: Mapping[str, Any] = cfg.to_dict()
-    arch = container["arch"]
-    env = {
-        k: v
-        for k, v in container["env"].items()
-        if k not in _UNFINGERPRINTED_ENV_KEYS
-        and not (k in _ADDED_ENV_KEYS and v == _ADDED_ENV_KEYS[k])
-    }
-    network = container["network"]
-    unread = {
-        k for encoder, keys in _ENCODER_KEYS.items() if network["encoder"] != encoder for k in keys
-    } | set(_UNFINGERPRINTED_NETWORK_KEYS)
-    fingerprint = {
-        "network": {k: v for k, v in network.items() if k not in unread},
-        "env": env,
-        "arch": {k: arch.get(k, 1 if k == "num_seeds" else None) for k in _SHAPE_ARCH_KEYS},
-    }
-    blob = json.dumps(fingerprint, sort_keys=True, default=str).encode()
-    return {**fingerprint, "hash": hashlib.sha256(blob).hexdigest()[:16]}
-
-
-def check_resumable(cfg: RunConfig, run_dir: str | Path) -> int:
+def check_resumable(fingerprint: Mapping[str, Any], run_dir: str | Path) -> int:
     """The step ``resume=<run_dir>`` (or the evaluator's ``latest``) will restore, checked
     without compiling anything.
 
     Reads the newest intact checkpoint (nothing is moved or changed) and checks its config
-    fingerprint against ``cfg``. Raises :class:`FileNotFoundError` (no checkpoint),
-    :class:`~stoixlite.tracking.checkpointing.CheckpointCorruptError` (none intact) or
+    fingerprint against ``fingerprint`` (the run plan's). Raises :class:`FileNotFoundError` (no
+    checkpoint), :class:`~stoixlite.tracking.checkpointing.CheckpointCorruptError` (none intact) or
     :class:`~stoixlite.tracking.checkpointing.CheckpointMismatchError` (another network/env
     config), each with a one-line message.
     """
@@ -103,7 +58,7 @@ def check_resumable(cfg: RunConfig, run_dir: str | Path) -> int:
         raise FileNotFoundError(
             f"no checkpoint in {directory}: the run stopped before saving its first one"
         )
-    with quiet_orbax(), Checkpointer(directory, config_fingerprint(cfg), read_only=True) as ckpt:
+    with quiet_orbax(), Checkpointer(directory, dict(fingerprint), read_only=True) as ckpt:
         return ckpt.newest_intact(warn=False)[0]
 
 
@@ -152,8 +107,9 @@ def check_restored_chunks(run: Run, state: Any, host: HostState, run_dir: Path) 
     )
 
 
-def check_resumed_chunks(saved: RunConfig, resumed: RunConfig) -> None:
-    """One-line :class:`ConfigError` unless ``resumed`` keeps ``saved``'s chunk size.
+def check_resumed_chunks(saved: RunConfig, plan: RunPlan) -> None:
+    """One-line :class:`ConfigError` unless the resumed run of ``plan`` keeps the chunk size of
+    the ``saved`` config.
 
     A checkpoint counts chunks (``HostState.chunk``) of ``updates_per_chunk`` updates of
     ``num_envs x rollout_length`` steps; a resume whose overrides change either would read that
@@ -162,15 +118,15 @@ def check_resumed_chunks(saved: RunConfig, resumed: RunConfig) -> None:
     alike extends a run (or shortens it), and the learning-rate schedule is then the new
     budget's (annealed to 0 at its end).
     """
-    was, now = plan_run(saved), plan_run(resumed)
-    chunk = was.ppo.updates_per_chunk
-    if (saved.steps_per_update, chunk) == (resumed.steps_per_update, now.ppo.updates_per_chunk):
+    resumed = plan.config
+    was_chunks, chunk = config_chunks(saved)
+    if (saved.steps_per_update, chunk) == (plan.steps_per_update, plan.ppo.updates_per_chunk):
         return
     hint = "start a new run instead"
     evaluations = resumed.arch.total_timesteps // resumed.steps_per_update // chunk
     if saved.steps_per_update == resumed.steps_per_update and evaluations >= 1:
         arch = dataclasses.replace(resumed.arch, num_evaluations=evaluations)
-        if plan_run(dataclasses.replace(resumed, arch=arch)).ppo.updates_per_chunk == chunk:
+        if config_chunks(dataclasses.replace(resumed, arch=arch))[1] == chunk:
             hint = f"keep the chunk size with arch.num_evaluations={evaluations}, or {hint}"
     keys = (
         "arch.total_timesteps",
@@ -186,7 +142,8 @@ def check_resumed_chunks(saved: RunConfig, resumed: RunConfig) -> None:
     raise ConfigError(
         [
             f"{given or 'the resumed config'} changes the chunks of the resumed run "
-            f"({was.chunking} -> {now.chunking}), which its checkpoints count: {hint}"
+            f"({chunking_line(was_chunks, chunk, saved.steps_per_update)} -> {plan.chunking}), "
+            f"which its checkpoints count: {hint}"
         ]
     )
 
@@ -219,10 +176,11 @@ def find_checkpoint(run_dir: str | Path, checkpoint: str | int = "latest") -> tu
     if not config_path.exists():
         raise FileNotFoundError(f"{config_path} not found: is {run_dir} a stoixlite run directory?")
     cfg = load_saved_config(config_path)
-    latest = check_resumable(cfg, run_dir)  # some checkpoint is there and intact
+    fingerprint = config_fingerprint(cfg.to_dict())
+    latest = check_resumable(fingerprint, run_dir)  # some checkpoint is there and intact
     if checkpoint == "latest":
         return cfg, latest
-    with Checkpointer(checkpoint_dir(run_dir), config_fingerprint(cfg), read_only=True) as ckpt:
+    with Checkpointer(checkpoint_dir(run_dir), fingerprint, read_only=True) as ckpt:
         steps = ckpt.all_steps()
         step = (ckpt.best_step() or latest) if checkpoint == "best" else int(checkpoint)
     if step not in steps:
@@ -232,13 +190,13 @@ def find_checkpoint(run_dir: str | Path, checkpoint: str | int = "latest") -> tu
 
 def load_run(run_dir: str | Path, checkpoint: str | int = "latest") -> tuple[Run, Any, int]:
     """``(run, learner state, step)`` of a run directory's checkpoint (``latest``, ``best`` or a
-    step): its saved config checked (:func:`find_checkpoint`), parsed and built like the trainer
-    does, the state restored (the latest falls back to the newest intact checkpoint)."""
+    step): its saved config checked (:func:`find_checkpoint`), parsed, planned (the evaluator's
+    one plan of the saved run) and built like the trainer's, the state restored (the latest falls
+    back to the newest intact checkpoint)."""
     cfg, step = find_checkpoint(run_dir, checkpoint)
-    run = build_run(cfg)
-    fingerprint = config_fingerprint(run.config)
+    run = build_run(plan_run(cfg))
     directory = checkpoint_dir(run_dir)
-    with Checkpointer(directory, fingerprint, read_only=True) as ckpt:
+    with Checkpointer(directory, run.plan.fingerprint, read_only=True) as ckpt:
         try:
             state, _, _, step = restore(run, ckpt, None if checkpoint == "latest" else step)
         except ValueError as err:  # a chosen checkpoint's garbled metadata (a JSON parser's text)

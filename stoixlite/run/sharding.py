@@ -1,4 +1,5 @@
-"""Data parallelism: which devices a run uses and how its arrays are laid out on them.
+"""Data parallelism: how a run's arrays are laid out on the devices its plan selected
+(:func:`stoixlite.config.plan.select_devices`).
 
 A run on ``D > 1`` devices (``arch.num_devices``; all devices of every process by default) is the
 single-device program compiled for a one-axis device :class:`~jax.sharding.Mesh` (axis
@@ -24,7 +25,6 @@ devices are ordered by process, so each process steps a contiguous block of the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,35 +32,16 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from stoixlite.config.strict import ConfigError
+from stoixlite.config.plan import RunPlan
 from stoixlite.ppo.sequences import BATCH_MAJOR_FIELDS, SequenceBatch
 from stoixlite.ppo.types import LearnerState
 
 DEVICE_AXIS = "devices"
 
 
-def select_devices(num_devices: int | None) -> list[jax.Device]:
-    """The first ``num_devices`` local devices of every process (all when ``None``), ordered by
-    process. Raises :class:`ConfigError` when a process has fewer devices."""
-    local = jax.local_device_count()
-    per_process = local if num_devices is None else num_devices
-    if per_process > local:
-        raise ConfigError(
-            [
-                f"arch.num_devices={num_devices!r} is invalid: this process has {local} "
-                f"{jax.default_backend()} device(s)"
-            ]
-        )
-    by_process: dict[int, list[jax.Device]] = {}
-    for device in jax.devices():
-        by_process.setdefault(device.process_index, []).append(device)
-    ordered = [sorted(by_process[p], key=lambda d: d.id) for p in sorted(by_process)]
-    return [device for devices in ordered for device in devices[:per_process]]
-
-
 @dataclass(frozen=True)
 class Placement:
-    """Where the arrays of a run live: a one-axis mesh over ``devices`` (``mesh is None`` for a
+    """Where the arrays of a run live: a one-axis mesh over its devices (``mesh is None`` for a
     single device: default placement, today's program) and the seed count (the env axis of the
     learner state is axis 1 when ``num_seeds > 1``)."""
 
@@ -68,9 +49,11 @@ class Placement:
     num_seeds: int
 
     @classmethod
-    def create(cls, devices: Sequence[jax.Device], num_seeds: int) -> Placement:
+    def of(cls, plan: RunPlan) -> Placement:
+        """The placement of ``plan``'s run on its devices (:attr:`RunPlan.devices`)."""
+        devices = plan.devices
         mesh = Mesh(np.asarray(devices), (DEVICE_AXIS,)) if len(devices) > 1 else None
-        return cls(mesh=mesh, num_seeds=num_seeds)
+        return cls(mesh=mesh, num_seeds=plan.config.arch.num_seeds)
 
     @property
     def num_devices(self) -> int:

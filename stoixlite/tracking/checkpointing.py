@@ -15,9 +15,9 @@ Restoring needs a *template* (e.g. a freshly initialised learner state of the sa
 checkpoint's leaves are put back into the template's tree structure, so flax struct dataclasses,
 optax states and named tuples come back with their types, and onto the template's shardings, so a
 checkpoint written on 4 devices restores onto 2 (or 1). A checkpoint whose fingerprint (a dict
-with a ``hash``, given by the host: :func:`stoixlite.run.resume.config_fingerprint`) differs from
-the current run's is refused with a one-line :class:`CheckpointMismatchError`; so is one whose
-leaves do not match the template.
+with a ``hash``, given by the host: :func:`stoixlite.config.fingerprint.config_fingerprint`)
+differs from the current run's is refused with a one-line :class:`CheckpointMismatchError`; so
+is one whose leaves do not match the template.
 
 Retention: the last ``keep_last`` checkpoints are kept, plus the best one by evaluation return
 (``keep_best``). Orbax writes every checkpoint into a temporary directory and renames it when
