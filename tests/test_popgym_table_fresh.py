@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from conftest import TINY
+from test_popgym_table import table_here
 
 from stoixlite.results.popgym_cells import (
     COLUMNS,
@@ -25,29 +26,12 @@ from stoixlite.results.popgym_records import (
     record_settings,
 )
 from stoixlite.table import checkout
-from stoixlite.table.cli import main as table_main
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDS = ROOT / "results" / "popgym_table"
 # 3 chunks of one update of 4 envs x 64 steps: the cell's shipped config, tiny
 TINY_CELL = [*TINY, "system.rollout_length=64", "arch.total_timesteps=768"]
 TINY_CELL += ["arch.num_evaluations=3", "logger.plot=false"]
-
-
-def table_here(capsys, *args: str) -> tuple[int, str, str]:
-    """``python -m stoixlite.table *args`` in this process: (exit status, stdout, stderr)."""
-    import signal
-
-    capsys.readouterr()
-    handler = signal.getsignal(signal.SIGINT)
-    try:
-        code = table_main(list(args))
-    except SystemExit as stop:
-        code = stop.code
-    finally:
-        signal.signal(signal.SIGINT, handler)
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def readme_train_command() -> list[str]:
@@ -62,9 +46,10 @@ def test_train_covers_every_model_the_pages_show(tmp_path, capsys):
     """By default ``train`` into an empty folder trains mlp, gru, memoroid on every cell and the
     ports of the paper's best models: every model behind a column or an "our best" cell of the
     committed records, and only cells the committed records hold."""
-    code, out, err = table_here(capsys, "train", "--records", str(tmp_path / "new"),
-                                "--out", str(tmp_path / "out"), "--dry-run")  # fmt: skip
-    assert code == 0, out + err
+    run = table_here(capsys, "train", "--records", str(tmp_path / "new"),
+                     "--out", str(tmp_path / "out"), "--dry-run")  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    out = run.stdout
     started = {tuple(line.split(": ")[0].split("] ")[1].split()) for line in out.splitlines()}
     assert started == set(table_cells())
     cells = load_cells(read_records(RECORDS))
@@ -121,8 +106,9 @@ def test_report_writes_the_checkouts_docs_and_readme_only_when_asked(tmp_path, c
     (repo / "docs" / "popgym_table.md").write_text("old page\n")
     monkeypatch.setattr(checkout, "CHECKOUT", repo)
     args = ["report", "--records", str(RECORDS), "--random-episodes", "0", "--no-settings-check"]
-    code, out, err = table_here(capsys, *args)
-    assert code == 0, out + err
+    run = table_here(capsys, *args)
+    assert run.returncode == 0, run.stdout + run.stderr
+    out = run.stdout
     made = repo / "outputs" / "popgym_table_report"
     files = ["popgym_table.md", "popgym_table_runs.md", "img/popgym_table.png"]
     assert out.strip() == "wrote " + ", ".join(str(made / f) for f in files), out
@@ -130,8 +116,9 @@ def test_report_writes_the_checkouts_docs_and_readme_only_when_asked(tmp_path, c
     assert (repo / "docs" / "popgym_table.md").read_text() == "old page\n"
     assert sorted(p.name for p in (repo / "docs").iterdir()) == ["popgym_table.md"]
 
-    code, out, err = table_here(capsys, *args, "--docs")
-    assert code == 0, out + err
+    run = table_here(capsys, *args, "--docs")
+    assert run.returncode == 0, run.stdout + run.stderr
+    out = run.stdout
     wrote = [str(repo / "docs" / f) for f in files] + [str(repo / "README.md")]
     assert out.strip() == "wrote " + ", ".join(wrote), out
     assert (repo / "docs" / "popgym_table.md").read_text() == (made / "popgym_table.md").read_text()

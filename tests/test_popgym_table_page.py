@@ -5,6 +5,7 @@ alone and compared."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -56,7 +57,8 @@ def test_committed_page_and_readme_block_are_rebuilt_from_the_records(tmp_path):
     doc = tmp_path / "docs" / "popgym_table.md"
     doc.parent.mkdir()
     figure = tmp_path / "docs" / "img" / "popgym_table.png"
-    assert write_report(RECORDS, doc, figure, readme=readme, random_episodes=0) == 0
+    source = "results/popgym_table"  # as `report --docs` names the committed records
+    assert write_report(RECORDS, doc, figure, readme=readme, random_episodes=0, source=source) == 0
     for page in ("popgym_table.md", "popgym_table_runs.md"):
         assert (doc.parent / page).read_text() == (ROOT / "docs" / page).read_text(), (
             f"docs/{page} differs from the records: run python -m stoixlite.table report --docs"
@@ -91,18 +93,60 @@ def test_a_garbled_record_is_named_in_one_line(tmp_path, garble, capsys):
     assert not (tmp_path / "d.md").exists()
 
 
+# A table cell named in prose: "<env> <difficulty>" (or "<env>[<difficulty>]", "<env>, <d>").
+CELL_NAME = re.compile(rf"\b({'|'.join(ENVS)})(?: |\[|, )({'|'.join(DIFFICULTIES)})\b")
+# A sentence about other runs than the table's: another seed range, named.
+OTHER_SEEDS = re.compile(r"\bseeds? (?:0|1|2|100|101|102|103)\b|\bseeds? 0-2\b")
+
+
+def sentences(text: str) -> list[str]:
+    """Table rows and prose sentences (wrapped lines joined) of a Markdown page."""
+    found = []
+    for para in re.split(r"\n\s*\n", text):
+        if para.lstrip().startswith("|"):
+            found += para.splitlines()
+        else:
+            found += re.split(r"(?<=[.;:])\s+(?=[A-Z(])|; ", " ".join(para.split()))
+    return found
+
+
+def misquoted_prose(text: str, cells) -> list[str]:
+    """Numbers quoted for the table's cells in prose: in a sentence (or table row) that names
+    exactly one cell ("count_recall hard") and no other seeds, a model of that cell's records
+    followed by a number ("positional_mlp -0.470", "gru ≥ 0.512 ± 0.004") must give the
+    records' mean (and sd, where one follows), as the page writes them."""
+    models = sorted({m for ms in cells.values() for m in ms if "+" not in m}, key=len, reverse=True)
+    pair = re.compile(rf"\b({'|'.join(models)})\b:? (?:≥ )?(-?\d\.\d{{3}})(?: ± (\d\.\d{{3}}))?")
+    wrong = []
+    for sentence in sentences(text):
+        named = set(CELL_NAME.findall(sentence))
+        if len(named) != 1 or OTHER_SEEDS.search(sentence):
+            continue
+        ((env, difficulty),) = named
+        for model, mean, sd in pair.findall(sentence):
+            cell = cells.get((env, difficulty), {}).get(model)
+            if cell is None or not cell.scored:
+                continue
+            want = cell.summary(KEY)
+            if mean != f"{want.mean:.3f}" or (sd and sd != f"{want.sd:.3f}"):
+                got = f"{mean} ± {sd}" if sd else mean
+                wrong.append(f"{env} {difficulty} {model}: quoted {got}, the records give "
+                             f"{want.fmt()}")  # fmt: skip
+    return wrong
+
+
 def test_docs_quote_the_tables_cells_as_the_records_give_them():
-    """Pages that quote cells of the POPGym table (a table after :data:`QUOTE_MARK`) give the
-    records' numbers: a retrained cell cannot leave an old number behind on another page."""
+    """Every number the README and the docs quote for a cell of the POPGym table is the records'
+    own: in tables after :data:`QUOTE_MARK` and in prose (:func:`misquoted_prose`); a retrained
+    cell cannot leave an old number behind on another page."""
     cells = load_cells(read_records(RECORDS))
     pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-    counted = {}
     for page in pages:
-        rows, wrong = misquoted(page.read_text(), cells)
+        text = page.read_text()
+        _, wrong = misquoted(text, cells)
+        wrong += misquoted_prose(text, cells)
         assert not wrong, f"{page.relative_to(ROOT)}: " + "; ".join(wrong)
-        counted[page.name] = rows
-    assert counted["popgym_baselines.md"] >= 9, counted
-    # the check catches a changed number, a lost lower bound and a cell without a record
+    # the checks catch a changed number, a lost lower bound and a cell without a record
     row = "| multiarmed_bandit medium | tcn | {} | x |"
     table = f"{QUOTE_MARK}\n\n| cell | model | MMER | x |\n|---|---|---|---|\n"
     mab = cells[("multiarmed_bandit", "medium")]["tcn"].summary(KEY).fmt()
@@ -112,6 +156,16 @@ def test_docs_quote_the_tables_cells_as_the_records_give_them():
     assert misquoted(table + "| autoencode easy | nope | 0.1 | x |", cells)[1] == [
         "autoencode easy nope: no record with results"
     ]
+    hard = cells[("count_recall", "hard")]["positional_mlp"].summary(KEY)
+    right = f"On count_recall hard our positional_mlp {hard.mean:.3f} beats the paper."
+    assert misquoted_prose(right, cells) == []
+    assert misquoted_prose(f"count_recall\nhard: positional_mlp {hard.fmt()}.", cells) == []
+    wrong = "On count_recall hard our positional_mlp -0.470 ± 0.010 beats the paper."
+    assert misquoted_prose(wrong, cells) == [
+        f"count_recall hard positional_mlp: quoted -0.470 ± 0.010, the records give {hard.fmt()}"
+    ]
+    assert misquoted_prose("| count_recall hard | gru -0.100 at 8M | x |", cells) != []
+    assert misquoted_prose("count_recall hard, seeds 100-102: gru -0.100.", cells) == []
 
 
 def test_an_unwritable_runs_page_is_named_in_one_line(tmp_path, capsys):

@@ -4,8 +4,6 @@ trained model and the README's summary block (Markdown text; the numbers come fr
 
 from __future__ import annotations
 
-import math
-
 from stoixlite.results.popgym_cells import (
     CEILING,
     CHANGED,
@@ -16,62 +14,22 @@ from stoixlite.results.popgym_cells import (
     SLACK,
     VERDICT_COUNTS,
     Cells,
-    ModelCell,
-    above_best,
     best_memory_model,
-    machine_cost,
     memory_verdicts,
     standing,
-    table_cells,
 )
-from stoixlite.results.popgym_paper import DIFFICULTIES, ENVS, PAPER, PaperCell
+from stoixlite.results.popgym_paper import DIFFICULTIES, ENVS, PAPER
+from stoixlite.results.popgym_ports import ports_lines
+from stoixlite.results.popgym_rebuild import cost_lines, rebuild_lines
+from stoixlite.results.popgym_settings import settings_lines
+from stoixlite.results.popgym_text import (
+    best_verdict,
+    gru_verdict,
+    mmer_text,
+    number,
+    paper_text,
+)
 from stoixlite.results.stats import LABEL
-
-
-def number(value: float | None, digits: int = 3) -> str:
-    return "n/a" if value is None or not math.isfinite(value) else f"{value:.{digits}f}"
-
-
-def mmer_text(cell: ModelCell | None) -> str:
-    if cell is None:
-        return "not run"
-    if not cell.scored:
-        return cell.status
-    text = cell.summary(KEY).fmt()
-    text = f"≥ {text} (at {cell.steps / 1e6:.1f}M)" if cell.partial else text
-    return f"{text} {CHANGED}" if cell.changed else text
-
-
-def _paper(paper: PaperCell | None) -> tuple[str, str]:
-    if paper is None:
-        return "—", "—"
-    return number(paper.gru), f"{number(paper.best)} ({paper.best_model})"
-
-
-def _gru_verdict(gru: ModelCell | None, paper: PaperCell | None) -> str:
-    if gru is None or paper is None or not gru.scored:
-        return ""
-    mean = gru.summary(KEY).mean
-    if mean >= paper.gru - SLACK:
-        return f"meets ({mean - paper.gru:+.3f})"
-    if gru.partial:
-        return f"unfinished ({mean - paper.gru:+.3f} so far)"
-    return f"**below** ({mean - paper.gru:+.3f})"
-
-
-def _best_verdict(best: ModelCell | None, paper: PaperCell | None) -> str:
-    if best is None or paper is None:
-        return ""
-    mean = best.summary(KEY).mean
-    if above_best(best, paper):
-        return f"above best ({mean - paper.best:+.3f})"
-    if mean >= paper.best - SLACK:
-        return f"level with best ({mean - paper.best:+.3f})"
-    if mean >= paper.gru - SLACK:
-        return f"meets GRU ({mean - paper.best:+.3f} to best)"
-    if best.partial:
-        return f"unfinished ({mean - paper.gru:+.3f} to GRU so far)"
-    return f"**below GRU** ({mean - paper.gru:+.3f})"
 
 
 def summary_table(cells: Cells, randoms: dict[str, float]) -> list[str]:
@@ -86,29 +44,23 @@ def summary_table(cells: Cells, randoms: dict[str, float]) -> list[str]:
             paper = PAPER.get(env, {}).get(difficulty)
             best = best_memory_model(models)
             best_text = f"{mmer_text(best)} ({best.model})" if best else "not run"
-            gru, paper_best = _paper(paper)
+            gru, paper_best = paper_text(paper)
             columns = " | ".join(mmer_text(models.get(m)) for m in COLUMNS)
             lines.append(
                 f"| {env} | {difficulty} | {number(randoms.get(f'{env}/{difficulty}'))} "
                 f"| {columns} | {best_text} | {gru} | {paper_best} "
-                f"| {_gru_verdict(models.get('gru'), paper)} | {_best_verdict(best, paper)} |"
+                f"| {gru_verdict(models.get('gru'), paper)} | {best_verdict(best, paper)} |"
             )
     return lines
 
 
 # Where the misses are discussed (relative to docs/).
-MISSES = "popgym_results.md#the-tables-misses-what-was-tried"
-
-
-NAMED_TARGETS = (
-    ("repeat_previous", "medium", 0.5),
-    ("count_recall", "easy", 0.51),
-    ("multiarmed_bandit", "easy", 0.62),
-)
+MISSES = "learning.md#the-tables-misses-what-was-tried"
 
 
 def target_lines(cells: Cells, docs: str = "") -> list[str]:
-    """How the cells stand against the paper (:func:`~stoixlite.results.popgym_cells.standing`);
+    """How the published cells stand against the paper
+    (:func:`~stoixlite.results.popgym_cells.standing`);
     ``docs``: the path of docs/ from the page they go in (``""`` from a page in docs/)."""
     all_published = [(e, d) for d in DIFFICULTIES for e in PAPER]
     now = standing(cells)
@@ -135,11 +87,11 @@ def target_lines(cells: Cells, docs: str = "") -> list[str]:
     lines = [
         f"- Published cells trained: {len(now.run)} of {len(all_published)}.",
         f"- Our **gru** alone at or above the paper's GRU minus {SLACK}: {len(now.gru_meets)} of "
-        f"{len(now.gru_run)} trained with gru (target: 18 of 24).",
+        f"{len(now.gru_run)} trained with gru.",
         f"- Some stoixlite model at or above the paper's GRU minus {SLACK}: "
-        f"{len(now.best_meets)} of {len(now.run)} (target: 24 of 24).",
+        f"{len(now.best_meets)} of {len(now.run)}.",
         f"- Above the paper's best model by more than the seeds' 95 % interval, not at the 1.0 "
-        f"ceiling (a mean of {CEILING} or more): {len(above)} (target: 8)"
+        f"ceiling (a mean of {CEILING} or more): {len(above)}"
         + (": " + "; ".join(above) if above else "")
         + ".",
     ]
@@ -149,16 +101,10 @@ def target_lines(cells: Cells, docs: str = "") -> list[str]:
         lines.append("- **Below the paper's GRU** (misses): " + "; ".join(below) + ".")
     if gru_below or below:
         lines.append(
-            f"- What was tried on each miss, and why it misses where known: "
-            f"[popgym_results.md]({docs}{MISSES})."
+            f"- What was tried on each cell below the paper's GRU, and why it stays there where "
+            "known: "
+            f"[learning.md]({docs}{MISSES})."
         )
-    for env, difficulty, threshold in NAMED_TARGETS:
-        best = best_memory_model(cells.get((env, difficulty), {}))
-        state = "not run"
-        if best is not None:
-            mean = best.summary(KEY).mean
-            state = f"{best.model} {mean:.3f}: " + ("met" if mean >= threshold else "**missed**")
-        lines.append(f"- Target {env} {difficulty} ≥ {threshold}: {state}.")
     return lines
 
 
@@ -200,7 +146,9 @@ def _tree_note(tree: str) -> str:
     return " (an installed package)" if tree == "installed" else f" ({tree}, uncommitted)"
 
 
-def provenance(cells: Cells) -> list[str]:
+def provenance(cells: Cells, source: str) -> list[str]:
+    """Where the records came from: how many (in ``source``, the records folder), seeds,
+    commits, machines and dates."""
     attempts = [
         a for models in cells.values() for m in models.values() for a in m.record["attempts"]
     ]
@@ -209,7 +157,7 @@ def provenance(cells: Cells) -> list[str]:
     dates = sorted(str(a.get("started", "")) for a in attempts)
     seeds = sorted({tuple(m.seeds()) for models in cells.values() for m in models.values()})
     return [
-        f"- Records: {sum(len(m) for m in cells.values())} (`results/popgym_table/`).",
+        f"- Records: {sum(len(m) for m in cells.values())} (`{source}`).",
         f"- Seeds: {'; '.join(','.join(map(str, s)) for s in seeds) or 'n/a'}.",
         f"- Commit(s) the runs were trained at: {', '.join(trees) or 'n/a'}.",
         f"- Machine(s): {'; '.join(machines) or 'n/a'} (JAX on the CPU unless a GPU is named).",
@@ -220,11 +168,11 @@ def provenance(cells: Cells) -> list[str]:
 INTRO = """\
 # The POPGym table: stoixlite against the POPGym paper
 
-Made by `python -m stoixlite.table report --docs` from the records in `results/popgym_table/`
-(one JSON file per env x difficulty x model, committed with the repository), which
-`python -m stoixlite.table train` writes when a cell finishes or is interrupted. Do not
-edit by hand: re-run the report. A test rebuilds this page from the records and checks it is
-the one committed.
+Made by `python -m stoixlite.table report` from the records in `{source}`
+(one JSON file per env x difficulty x model), which `python -m stoixlite.table train` writes
+when a cell finishes or is interrupted; every number here is computed from them. Do not edit
+by hand: re-run the report (`--docs` for this page in a checkout; a test rebuilds it from the
+committed records and checks it is the one committed).
 
 **MMER** is measured the paper's way: the mean return of the last 100 finished training
 episodes (sampled actions), read at the end of every 65,536 env steps, maximised over training
@@ -235,9 +183,9 @@ short noisy episodes and lower where few episodes end in an update. **final eval
 evaluation (64 episodes, greedy or sampled as the env's config says). **random**: the uniformly
 random policy (512 episodes of the JAX port). A cell marked *interrupted* (≥) was stopped before
 its budget: its MMER is a lower bound. A result marked † was trained with settings that have
-changed since (the keys are in its record and on [{runs}]({runs})): `train` trains it again.
-Cells named `model+variant` ran with the overrides in
-their record (ablations); the summary columns use the shipped configs only.
+changed since (the keys are in its record and on [{runs}]({runs})): `train` trains it
+again. Cells named `model+variant` ran with the overrides in their record (ablations); the
+summary columns use the shipped configs only.
 
 Statistics: {label}.
 
@@ -260,8 +208,12 @@ Statistics: {label}.
 - **Env fixes since the paper**: the ports equal popgym 1.0.7 (docs/envs.md), whose
   count_recall action space and minesweeper episode length changed after the paper, so those
   cells are not the paper's task exactly.
-- **Seeds**: the table reports seeds 10, 11 and 12 (the runner's default). The shipped configs
-  were chosen in experiments on seeds 0-2; seeds 10-12 were never used to choose a setting.
+- **Seeds**: the table reports seeds 10, 11 and 12 (the runner's default), none of the seeds
+  the settings were chosen on: the per-(env, network) configs in `configs/env_network/popgym/`
+  on seeds 100-102 (position_only_cartpole's gru on 100-108; repeat_first's chrono
+  initialisation of gru and lstm earlier, on seeds 0-2), the per-env configs on seeds 0-2 or
+  100-102; each file's comments name the runs that chose it, and
+  [learning.md](learning.md#what-the-defaults-are-and-why) gives them.
 
 ## Where the records came from
 """
@@ -277,108 +229,16 @@ def budget_text(cells: Cells) -> str:
     return f"{span} among the records here"
 
 
-def machine_text(machine: str) -> str:
-    """A record's machine as a sentence says it: ``"AMD EPYC, 2 cores"`` -> ``"2-core AMD
-    EPYC"``; ``"<CPU>; GPU: NVIDIA H200 x 1"`` -> ``"NVIDIA H200 (host: <CPU>)"``."""
-    cpu, _, gpu = machine.partition("; GPU: ")
-    name, _, cores = cpu.rpartition(", ")
-    if cores.endswith(" cores") and name:
-        cpu = f"{cores.split()[0]}-core {name}"
-    if not gpu:
-        return cpu
-    gpu = gpu.removesuffix(" x 1")
-    return f"{gpu} (host: {cpu})"
-
-
-def _names(items: list[str]) -> str:
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
-
-
-def cost_lines(cells: Cells) -> list[str]:
-    """What training every cell of :func:`~stoixlite.results.popgym_cells.table_cells` costs
-    on a CPU and on a GPU (:func:`~stoixlite.results.popgym_cells.machine_cost`): one line per
-    kind of machine that a record ran on."""
-    wanted = table_cells()
-    lines = []
-    for gpu in (False, True):
-        cost = machine_cost(cells, wanted, gpu)
-        if cost is None:
-            continue
-        if cost.jobs == [1]:
-            at_once = "one cell at a time"
-        else:
-            at_once = (
-                f"{cost.jobs[0]} to {cost.jobs[-1]} cells at once (each cell's wall time divided "
-                "by the cells beside it)"
-            )
-        how = f"{cost.measured} cells' own times there"
-        if cost.estimated:
-            how += f", the other {cost.estimated} at their model's median seconds per step there"
-        if cost.untimed:
-            how += (
-                f"; {_names(cost.untimed)}, never timed there, at the median of the "
-                f"{cost.measured} timed cells"
-            )
-        if cost.missing:
-            how += f"; {cost.missing} cells without a record not counted"
-        kind = "a GPU" if gpu else "a CPU"
-        machine = machine_text(cost.machine)
-        lines.append(f"- On {kind}: about {cost.hours:.1f} h of one {machine}, {at_once}: {how}.")
-    return lines
-
-
-def rebuild_lines(cells: Cells) -> list[str]:
-    """How to train the table again, what it costs (:func:`cost_lines`), and the records that
-    ``train``'s defaults do not make."""
-    wanted = table_cells()
-    steps = sum(cells[(e, d)][m].budget for e, d, m in wanted if m in cells.get((e, d), {}))
-    extra: dict[str, list[str]] = {}
-    for (env, difficulty), models in cells.items():
-        for model in sorted(models):
-            if (env, difficulty, model) not in set(wanted) and "+" not in model:
-                extra.setdefault(f"{env} {difficulty}", []).append(model)
-    lines = [
-        "`python -m stoixlite.table train --records DIR` trains every cell this page shows into",
-        "the records folder DIR (a new folder: all of them): mlp, gru and memoroid on the 48 cells",
-        "and, on the published cells, the ports of the paper's best models (`--networks mlp gru",
-        f"memoroid paper_best`, the default: {len(wanted)} cells), seeds 10-12 in one program per",
-        "cell, each cell's shipped config and whole budget. A cell with a finished record in DIR",
-        "is skipped, an interrupted one resumed, one trained with other settings than its shipped",
-        "config today trained afresh. Without `--records`, a checkout's `train` writes into",
-        "`results/popgym_table/`, where the committed records are already finished.",
-        "`python -m stoixlite.table report --records DIR` writes this page, the page of every",
-        "model and the figure into `outputs/popgym_table_report/` (`--out` elsewhere;",
-        "`--docs` rewrites a checkout's docs pages and README block, and says so).",
-        "",
-        f"What that costs, from the records' wall times ({steps / 1e6:.0f}M env steps per seed in",
-        "all, compile and evaluations included):",
-        "",
-        *cost_lines(cells),
-        "",
-        "On one GPU, `python -m stoixlite.table train --records DIR --jobs 6 --time-limit 540`",
-        "trains as many pending cells as fit in 9 minutes (published cells first), choosing them",
-        "by the wall times recorded here scaled to the cells trained at once. Several `train`",
-        "commands may share one `--out` on one machine (say one per terminal, each with its own",
-        "`--envs`): a runner locks each cell while it trains it, and skips a cell another runner",
-        "holds or finished since it started.",
-    ]
-    if extra:
-        shown = "; ".join(f"{cell}: {', '.join(models)}" for cell, models in sorted(extra.items()))
-        count = sum(len(models) for models in extra.values())
-        lines += [
-            "",
-            f"The records hold {count} more models than `train` trains by default ({shown}); "
-            "their commands are on the page of every model.",
-        ]
-    return lines
-
-
-def render(cells: Cells, randoms: dict[str, float], figure_rel: str | None, runs_rel: str) -> str:
-    """The table's page: provenance, targets, the summary per cell and how to rebuild it;
-    ``runs_rel`` links the page of every trained model (:func:`render_runs`)."""
+def render(
+    cells: Cells, randoms: dict[str, float], figure_rel: str | None, runs_rel: str, source: str
+) -> str:
+    """The table's page: how it is measured, where the records came from, how the cells stand,
+    every cell, the ports of the paper's best models, memory on the unpublished cells, the
+    settings, and how to rebuild it; ``runs_rel`` links the page of every trained model,
+    ``source`` names the records folder."""
     parts = [
-        INTRO.format(label=LABEL, budgets=budget_text(cells), runs=runs_rel),
-        *provenance(cells),
+        INTRO.format(label=LABEL, budgets=budget_text(cells), runs=runs_rel, source=source),
+        *provenance(cells, source),
         "",
         "## Where the cells stand",
         "",
@@ -392,9 +252,24 @@ def render(cells: Cells, randoms: dict[str, float], figure_rel: str | None, runs
         "",
         *summary_table(cells, randoms),
         "",
+        "## The paper's best models, ported",
+        "",
+        *ports_lines(cells),
+        "",
         "## Does memory help where the paper published nothing?",
         "",
         *memory_lines(cells),
+        "",
+        "## The settings",
+        "",
+        "What each record trained with, from its config: the budget (`arch.total_timesteps`, env",
+        "steps per seed), learning rate, discount, GAE λ, entropy coefficient and rollout length,",
+        "and any other setting that differs from most records (a memory model's own setting: from",
+        "the model's default). Every other setting is stoixlite's default (\"What differs from",
+        "the paper\" above). Why each env and model has its settings:",
+        "[learning.md](learning.md#what-the-defaults-are-and-why).",
+        "",
+        *settings_lines(cells),
         "",
         "## Every trained model",
         "",

@@ -185,28 +185,35 @@ def _with_memory_defaults(section: dict) -> dict:
     return section | {"memory": memory_defaults(section["name"]) | dict(section["memory"])}
 
 
+def flat_settings(cfg: Any) -> dict[str, Any]:
+    """What a result depends on of a :class:`~stoixlite.config.schema.RunConfig` as dotted keys
+    (``system.lr``, ``network.memory.chrono_period``, ...): the :data:`SETTINGS_SECTIONS` (a
+    memory model's key its config leaves out as the model's default) and
+    :data:`SETTINGS_ARCH_KEYS`, in that order, each section's keys sorted."""
+    from dataclasses import asdict
+
+    flat: dict[str, Any] = {}
+    for section in SETTINGS_SECTIONS:
+        values = _flat(_with_memory_defaults(asdict(getattr(cfg, section))), section)
+        flat |= dict(sorted(values.items()))
+    return flat | {f"arch.{key}": getattr(cfg.arch, key) for key in SETTINGS_ARCH_KEYS}
+
+
 def changed_settings(record: dict, cfg: Any) -> list[str]:
     """The keys (``system.lr``, ...) whose value in the record's config differs from ``cfg``
     (a :class:`~stoixlite.config.schema.RunConfig`, e.g. today's shipped config of the cell):
-    :data:`SETTINGS_SECTIONS` and :data:`SETTINGS_ARCH_KEYS`; a memory model's key that one side
-    leaves out counts as the model's default. ``["config"]`` when the record's config is no
-    longer a valid config."""
-    from dataclasses import asdict
-
+    :func:`flat_settings`. ``["config"]`` when the record's config is no longer a valid
+    config."""
     old = record_settings(record)
     if old is None:
         return ["config"]
+    before, now = flat_settings(old), flat_settings(cfg)
     changed = []
     for section in SETTINGS_SECTIONS:
-        before = _flat(_with_memory_defaults(asdict(getattr(old, section))), section)
-        now = _flat(_with_memory_defaults(asdict(getattr(cfg, section))), section)
-        changed += [key for key in sorted({*before, *now}) if before.get(key) != now.get(key)]
-    changed += [
-        f"arch.{key}"
-        for key in SETTINGS_ARCH_KEYS
-        if getattr(old.arch, key) != getattr(cfg.arch, key)
-    ]
-    return changed
+        keys = sorted({key for key in (*before, *now) if key.startswith(f"{section}.")})
+        changed += [key for key in keys if before.get(key) != now.get(key)]
+    arch = [f"arch.{key}" for key in SETTINGS_ARCH_KEYS]
+    return changed + [key for key in arch if before[key] != now[key]]
 
 
 def write_json_atomic(path: Path, data: Any) -> None:

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from stoixlite.results.popgym_cells import CHANGED, KEY, Cells, nan_if_none
-from stoixlite.results.popgym_page import number
 from stoixlite.results.popgym_paper import DIFFICULTIES, ENVS
+from stoixlite.results.popgym_text import number
 from stoixlite.results.stats import summarize_seeds
 
 
@@ -87,9 +87,10 @@ COLUMN_NOTES = (
 )
 
 
-def render_runs(cells: Cells, page_rel: str) -> str:
-    """The page of every trained model (``page_rel``: the table's page, linked back): one row
-    per record, then the ``train`` commands the records came from."""
+def render_runs(cells: Cells, page_rel: str, source: str) -> str:
+    """The page of every trained model (``page_rel``: the table's page, linked back; ``source``:
+    the records folder): one row per record, then the ``train`` commands the records came
+    from."""
     commands = grouped_commands(
         m.record["command"] for models in cells.values() for m in models.values()
     )
@@ -97,9 +98,9 @@ def render_runs(cells: Cells, page_rel: str) -> str:
         [
             "# The POPGym table: every trained model",
             "",
-            f"Made with [{page_rel}]({page_rel}) by `python -m stoixlite.table report --docs` from",
-            "the records in `results/popgym_table/`; do not edit by hand. MMER, statistics and",
-            f"marks (≥, †) as on [{page_rel}]({page_rel}).",
+            f"Made with [{page_rel}]({page_rel}) by `python -m stoixlite.table report` from the",
+            f"records in `{source}`; do not edit by hand. MMER, statistics and marks (≥, †) as",
+            f"on [{page_rel}]({page_rel}).",
             "",
             *COLUMN_NOTES,
             "",

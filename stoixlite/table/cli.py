@@ -199,7 +199,10 @@ def report_checked(top: ArgumentParser, args: Namespace) -> int:
     figure = args.figure or base / FIGURE
     if args.check_settings and args.records.is_dir():
         mark_changed_settings(args.records)
-    return write_report(args.records, doc, figure, args.runs_doc, readme, args.random_episodes)
+    source = checkout.relative(args.records, root)
+    return write_report(
+        args.records, doc, figure, args.runs_doc, readme, args.random_episodes, source
+    )
 
 
 def train_checked(top: ArgumentParser, args: Namespace) -> int:

@@ -55,6 +55,7 @@ def write_report(
     runs_doc: Path | None = None,
     readme: Path | None = None,
     random_episodes: int = 512,
+    source: str | None = None,
 ) -> int:
     """Write the table's page ``doc``, the page of every trained model (``runs_doc``, default
     :func:`runs_page`), the figure and, when ``readme`` is given, the README's block between
@@ -62,7 +63,8 @@ def write_report(
     below ``records``; the random policy's return of each cell missing from ``random.json`` is
     computed (``random_episodes`` episodes; 0: left out) and added to it. Prints the files it
     wrote. Exit 2 with one line when there is nothing to report or a file cannot be read or
-    written."""
+    written. ``source``: the records folder as the pages name it (default: ``records``)."""
+    source = f"{source or records}/".replace("//", "/")
     try:
         cells = load_cells(read_records(records))
         randoms = read_randoms(records)
@@ -94,12 +96,12 @@ def write_report(
     runs_doc = runs_page(doc) if runs_doc is None else runs_doc
     try:
         doc.parent.mkdir(parents=True, exist_ok=True)
-        doc.write_text(render(cells, randoms, rel, _link(runs_doc, doc)))
+        doc.write_text(render(cells, randoms, rel, _link(runs_doc, doc), source))
     except OSError as err:
         print(f"error: cannot write --doc {doc}: {err.strerror or err}")
         return 2
     try:
-        runs_doc.write_text(render_runs(cells, _link(doc, runs_doc)))
+        runs_doc.write_text(render_runs(cells, _link(doc, runs_doc), source))
     except OSError as err:
         print(f"error: cannot write --runs-doc {runs_doc}: {err.strerror or err}")
         return 2
