@@ -318,8 +318,8 @@ def cli(argv: list[str] | None = None) -> None:
     then :func:`main` under Hydra."""
     from stoixlite.cli.overrides import (
         composed_or_error,
-        env_kwargs_added,
         flags_first,
+        plain_overrides,
         resume_in_place,
     )
 
@@ -328,7 +328,7 @@ def cli(argv: list[str] | None = None) -> None:
     # job of a script, some test harnesses): compiling is interrupted, training saves and stops.
     previous = hold_ctrl_c()
     try:
-        argv = env_kwargs_added(sys.argv[1:] if argv is None else argv)
+        argv = plain_overrides(sys.argv[1:] if argv is None else argv, CONFIG_DIR)
         cfg, error = composed_or_error(argv, CONFIG_DIR)
         _EXISTED = _existing_paths([*argv, *resume_in_place(argv)]) if error is None else None
         error = error or _output_dir_error(argv) or _value_error(cfg)

@@ -10,7 +10,8 @@ allowed; :mod:`stoixlite.rec_ppo` prints it and exits with status 2 before anyth
   a family with defaults (``env=gymnasium/<id>``, ``env=gymnax/<id>``), which
   :mod:`stoixlite.cli.env_names` checks and adds to Hydra's options (a wrong one: the closest
   names).
-* ``env.kwargs.<key>=<value>`` needs no ``+`` (:func:`env_kwargs_added`).
+* ``env.kwargs.<key>=<value>`` needs no ``+``, a group of the defaults list takes one
+  (``+preset=gpu``): :func:`plain_overrides`.
 * Everything else (single runs only; a multirun's sweep syntax is Hydra's to expand): the
   overrides are composed once with Hydra's compose API and its error is cut to one line;
   :func:`composed_or_error` also returns that composed config, so that a script checks and
@@ -67,13 +68,41 @@ def group_option_error(argv: list[str], config_dir: Path) -> str | None:
 _ENV_KWARG = re.compile(r"\+{0,2}env\.kwargs\.[^=]+=")
 
 
-def env_kwargs_added(argv: list[str]) -> list[str]:
-    """``argv`` with each ``env.kwargs.<key>=<value>`` (with or without ``+``) written
-    ``++env.kwargs.<key>=<value>``: Hydra sets a key the composed config lacks only with ``+``,
-    and refuses ``+`` for one it has (``configs/env/arcade/*.yaml`` set some); ``++`` sets it
-    either way, so an env's keyword arguments are given like any key. The env's factory checks
-    the keys and their values (:func:`stoixlite.config.checks.check_env`)."""
-    return [f"++{arg.lstrip('+')}" if _ENV_KWARG.match(arg) else arg for arg in argv]
+def default_groups(config_dir: Path, config_name: str = "config") -> set[str]:
+    """The config groups of the primary config's defaults list (``preset``, ``network``, ...)."""
+    import yaml
+
+    path = config_dir / f"{config_name}.yaml"
+    defaults = yaml.safe_load(path.read_text()).get("defaults", []) if path.exists() else []
+    groups = set()
+    for entry in defaults:
+        if isinstance(entry, dict):
+            for key in entry:
+                groups.add(str(key).split()[-1])  # "optional env_network", "override hydra/..."
+    return groups
+
+
+def plain_overrides(argv: list[str], config_dir: Path) -> list[str]:
+    """``argv`` as Hydra takes it, without the ``+`` rules a user cannot know:
+
+    * ``env.kwargs.<key>=<value>`` (with or without ``+``) becomes
+      ``++env.kwargs.<key>=<value>``: Hydra sets a key the composed config lacks only with ``+``
+      and refuses ``+`` for one it has (``configs/env/arcade/*.yaml`` set some); ``++`` sets it
+      either way. The env's factory checks the keys and values
+      (:func:`stoixlite.config.checks.check_env`).
+    * ``+<group>=<option>`` for a group of the defaults list (``+preset=gpu``) becomes
+      ``<group>=<option>`` (Hydra refuses to add a group that is already there).
+    """
+    groups = default_groups(config_dir)
+    plain = []
+    for arg in argv:
+        key = arg.split("=", 1)[0]
+        if _ENV_KWARG.match(arg):
+            arg = f"++{arg.lstrip('+')}"
+        elif "=" in arg and key.startswith("+") and key.lstrip("+") in groups:
+            arg = arg.lstrip("+")
+        plain.append(arg)
+    return plain
 
 
 def _one_line(message: str) -> str:
@@ -366,7 +395,7 @@ def composed_or_error(
     None)`` for a multirun or Hydra flags, whose composing is Hydra's). The ``env=`` options of
     env families are added to Hydra's options (:func:`~stoixlite.cli.env_names.add_env_options`)
     for this composition and Hydra's own."""
-    argv = env_kwargs_added(argv)
+    argv = plain_overrides(argv, config_dir)
     error = (
         argument_error(argv)
         or flag_value_error(argv, config_dir)

@@ -191,6 +191,12 @@ def check_host_run(errors: Errors, run: RunConfig) -> None:
         )
     if run.arch.num_devices not in (None, 1):
         errors.add("arch.num_devices", run.arch.num_devices, "host envs train on one device")
+    if run.arch.scale_to_envs is not None:
+        errors.add(
+            "arch.scale_to_envs",
+            run.arch.scale_to_envs,
+            "host envs step on the CPU, one process or worker each: size them with arch.num_envs",
+        )
 
 
 def _factory_params(factory: Callable[..., Any]) -> tuple[dict[str, Any], bool]:

@@ -1,8 +1,9 @@
 """The one reading of a composed config: :func:`parse` turns it into the typed, checked
 :class:`~stoixlite.config.schema.RunConfig`, at the entry point, before anything compiles.
 
-The strict rules of :mod:`stoixlite.config.strict` apply to every group of the schema, then the
-checks of :mod:`stoixlite.config.checks` (the memory model's and the env's own keys, the budget,
+The strict rules of :mod:`stoixlite.config.strict` apply to every group of the schema, a run sized
+for an accelerator is scaled (:mod:`stoixlite.config.scale`), then the checks of
+:mod:`stoixlite.config.checks` (the memory model's and the env's own keys, the budget,
 the device split); every mistake is one line of one :class:`~stoixlite.config.strict.ConfigError`.
 :func:`parse_distributed` reads the ``distributed`` group alone, which must be known before JAX
 starts; :func:`load_run_config` reads a run directory's saved ``config.yaml`` (for resuming).
@@ -25,6 +26,7 @@ from stoixlite.config.checks import (
     check_host_run,
     network_section,
 )
+from stoixlite.config.scale import scaled
 from stoixlite.config.schema import (
     ArchConfig,
     CheckpointConfig,
@@ -101,6 +103,8 @@ def parse(cfg: DictConfig | Mapping[str, Any]) -> RunConfig:
     parts["resume"] = None if resume is None else str(resume)
     if parts["env"] is not None:
         parts["env"] = check_env(errors, parts["env"])
+    if parts["arch"] is not None:  # arch.scale_to_envs: the run sized for an accelerator
+        parts["arch"] = scaled(parts["arch"])
     if errors:
         raise ConfigError(errors)
     run = RunConfig(**parts)

@@ -173,7 +173,32 @@ def _compile_key(container: dict[str, Any]) -> str:
     return json.dumps(compiled, sort_keys=True, default=str)
 
 
+# Fewer PPO updates than this in a run: the budget note says so (e.g. many envs, a small budget).
+FEW_UPDATES = 10
+
+
 def _budget_note(
+    cfg: RunConfig, num_updates: int, num_chunks: int, total_steps: int, chunking: str
+) -> str | None:
+    """One line: the envs of a run scaled by ``arch.scale_to_envs``, :func:`_split_note`, and
+    whether the run does fewer than :data:`FEW_UPDATES` PPO updates."""
+    notes = []
+    if cfg.arch.scale_to_envs is not None:
+        notes.append(
+            f"arch.scale_to_envs={cfg.arch.scale_to_envs}: arch.num_envs={cfg.arch.num_envs}, "
+            f"arch.total_timesteps={cfg.arch.total_timesteps} ({num_updates} PPO updates)"
+        )
+    notes.append(_split_note(cfg, num_updates, num_chunks, total_steps, chunking))
+    if num_updates < FEW_UPDATES:
+        notes.append(
+            f"{num_updates} PPO updates of arch.num_envs={cfg.arch.num_envs} x "
+            f"system.rollout_length={cfg.system.rollout_length} steps, fewer than {FEW_UPDATES} "
+            "(raise arch.total_timesteps; preset=gpu scales it with the envs)"
+        )
+    return "; ".join(note for note in notes if note) or None
+
+
+def _split_note(
     cfg: RunConfig, num_updates: int, num_chunks: int, total_steps: int, chunking: str
 ) -> str | None:
     """One line when ``arch.total_timesteps`` does not divide into whole updates and chunks (the

@@ -128,6 +128,13 @@ class ArchConfig:
     # Host envs only: an actor thread collects the next rollout, with parameters one update
     # stale, while the learner trains on the current one (docs/host_envs.md).
     host_overlap: bool = False
+    # A run sized for an accelerator (preset=gpu; docs/scaling.md): num_envs and
+    # total_timesteps both times scale_to_envs // num_envs, the config's updates kept
+    # (config/scale.py, applied by config/parse.py); None: as configured.
+    scale_to_envs: int | None = rule(POSITIVE_INT, default=None)
+    # The envs preset=gpu scales this config to (its scale_to_envs): 4096, fewer where a
+    # rollout's frames would not fit (the pixel envs' configs).
+    gpu_envs: int = rule(POSITIVE_INT, default=4096)
 
     @property
     def seeds(self) -> list[int]:
