@@ -355,6 +355,14 @@ def test_aggregate_bad_input_is_one_line(args, words, tmp_path, capsys):
     assert not (sweep / "aggregate").exists()
 
 
+def test_the_old_aggregate_script_says_where_it_moved_and_runs_it(tmp_path):
+    sweep = fake_runs(tmp_path)
+    proc = run_script("aggregate.py", str(sweep), "--out", str(tmp_path / "o"), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip() == "scripts/aggregate.py has moved: python -m stoixlite.aggregate"
+    assert (tmp_path / "o" / "results.md").exists()
+
+
 def test_aggregate_a_sparse_metric_without_warnings(tmp_path, capsys):
     """A metric missing from some records (``None``) aggregates without numpy's warnings."""
     from stoixlite import aggregate
