@@ -3,8 +3,8 @@ fresh virtual environment, carries the configs and the user's tools. From an unr
 (no source tree on the path) it trains a tiny ``python -m stoixlite.rec_ppo``, aggregates the run
 with ``python -m stoixlite.aggregate``, and every tool answers ``--help``.
 
-Slow (a wheel build and a fresh environment): ``.ci/run-slow`` runs it in CI (``pytest -m
-slow``).
+Slow (a wheel build and a fresh environment), so the default run leaves it out: ``.ci/run`` runs it
+as its own step after the default suite (and ``pytest -m slow`` includes it).
 """
 
 from __future__ import annotations
