@@ -111,6 +111,16 @@ class RunPlan:
         return _derive(dataclasses.replace(self.config, system=system), self.devices)
 
 
+def resolve_branching(branching: str, platform: str) -> str:
+    """``arch.branching`` for devices of ``platform`` (``jax.Device.platform``: "cpu", "gpu",
+    "tpu", ...): ``skip`` or ``mask``. ``auto`` is ``skip`` on CPUs, where a branch that skips
+    rare work pays, and ``mask`` on accelerators, where a data-dependent branch waits for its
+    predicate on the host (docs/architecture.md, "Branching")."""
+    if branching != "auto":
+        return branching
+    return "skip" if platform == "cpu" else "mask"
+
+
 def plan_run(cfg: RunConfig) -> RunPlan:
     """The :class:`RunPlan` of ``cfg``, once per run: ``arch.num_evaluations`` chunks, unless
     fewer equal chunks keep more of the budget (:func:`chunk_split`), on the devices of
@@ -138,6 +148,7 @@ def _derive(cfg: RunConfig, devices: tuple[jax.Device, ...]) -> RunPlan:
     ppo = PPOConfig(
         **{f.name: given[f.name] for f in dataclasses.fields(PPOConfig) if f.name in given},
         transitions=transitions,
+        branching=resolve_branching(cfg.arch.branching, devices[0].platform),
         num_envs=cfg.arch.num_envs,
         num_updates=updates_per_chunk * num_chunks,
         updates_per_chunk=updates_per_chunk,

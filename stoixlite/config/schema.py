@@ -52,6 +52,10 @@ MAX_GRAD_NORM = 1e6
 # (stoixlite/run/divergence.py): stop with one line, or roll back to the newest checkpoint.
 ON_NONFINITE = ("stop", "rollback")
 ROLLOUT_CARRIES = ("auto", "every_step", "sequence_starts")
+# How the learn chunk treats rare work in its per-step loops (auto-resets, bootstrap values at
+# truncations, the invalid-action sweep, kept carries): skip it with a data-dependent branch, or
+# compute it masked (config/plan.resolve_branching; auto: skip on CPUs, mask on accelerators).
+BRANCHING = ("auto", "skip", "mask")
 
 
 HOST_VECTORS = ("sync", "async")
@@ -135,6 +139,9 @@ class ArchConfig:
     # The envs preset=gpu scales this config to (its scale_to_envs): 4096, fewer where a
     # rollout's frames would not fit (the pixel envs' configs).
     gpu_envs: int = rule(POSITIVE_INT, default=4096)
+    # Rare work in the learn chunk's loops: branches that skip it (a CPU's choice) or masked
+    # computation without data-dependent control flow (an accelerator's); auto picks by device.
+    branching: str = rule(choice(lambda: BRANCHING), default="auto")
 
     @property
     def seeds(self) -> list[int]:

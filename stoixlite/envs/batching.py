@@ -7,15 +7,39 @@ of the gymnax-style adapters (only for invalid actions). :func:`batch_aware` giv
 function a second implementation for a whole batch, which can skip or shrink the rare branch
 for the batch at once (a ``lax.cond`` on a batch-wide predicate stays a ``cond``). Nested
 ``vmap`` (seeds x envs) is merged into one batch first, so the saving holds there too.
+
+Under :func:`masked_batches` (``arch.branching=mask``: :class:`stoixlite.envs.wrappers.VmapWrapper`
+enters it while it traces a step) a batch-aware function is the plain ``vmap`` of its one-env
+form instead: every branch computed for every env and selected (a ``lax.cond`` batched by
+``vmap`` is a ``select``), with no data-dependent control flow, which an accelerator runs
+without waiting for a predicate on the host. Results are the same (up to float rounding where
+XLA vectorises a step differently).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import contextvars
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+
+
+_MASKED = contextvars.ContextVar("stoixlite_masked_batches", default=False)
+
+
+@contextlib.contextmanager
+def masked_batches(masked: bool = True) -> Iterator[None]:
+    """While active (at trace time), :func:`batch_aware` functions batched by ``vmap`` compute
+    every env's branches and select (``masked``), instead of skipping rare work for the whole
+    batch with a data-dependent branch."""
+    token = _MASKED.set(masked)
+    try:
+        yield
+    finally:
+        _MASKED.reset(token)
 
 
 def _broadcast_unbatched(tree: Any, batched: Any, axis_size: int) -> Any:
@@ -30,7 +54,8 @@ def batch_aware(one: Callable[..., Any], batch: Callable[..., Any]) -> Callable[
     ``batch(*args)`` once on the whole batch: every leaf of every argument with one leading batch
     axis ``[B, ...]`` (nested axes ``[S, B, ...]`` merged to ``[S * B, ...]``, unbatched leaves
     broadcast). ``batch`` must return ``vmap(one)(*args)`` exactly, with the batch axis leading on
-    every output leaf; it exists to compute that more cheaply."""
+    every output leaf; it exists to compute that more cheaply. Under :func:`masked_batches` the
+    batched form is ``vmap(one)`` itself."""
 
     @jax.custom_batching.custom_vmap
     def flat(*args: Any) -> Any:
@@ -52,6 +77,10 @@ def batch_aware(one: Callable[..., Any], batch: Callable[..., Any]) -> Callable[
 
     @single.def_vmap
     def batched(axis_size: int, in_batched: list[Any], *args: Any) -> tuple[Any, Any]:
+        if _MASKED.get():
+            in_axes = jax.tree.map(lambda b: 0 if b else None, tuple(in_batched))
+            out = jax.vmap(one, in_axes=in_axes, axis_size=axis_size)(*args)
+            return out, jax.tree.map(lambda _: True, out)
         out = flat(*_broadcast_unbatched(args, tuple(in_batched), axis_size))
         return out, jax.tree.map(lambda _: True, out)
 

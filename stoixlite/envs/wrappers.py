@@ -31,7 +31,7 @@ import jax.numpy as jnp
 from flax import struct
 
 from stoixlite.envs.actions import is_valid_action, raise_on_invalid
-from stoixlite.envs.batching import batch_aware
+from stoixlite.envs.batching import batch_aware, masked_batches
 from stoixlite.envs.obs_augment import ObsAugmentWrapper
 from stoixlite.envs.types import LAST, Environment, TimeStep
 from stoixlite.envs.wrapper_base import Wrapper, select_tree
@@ -277,21 +277,32 @@ class VmapWrapper(Wrapper):
     ``reset(key)`` splits ``key`` into ``num_envs`` keys; ``step(state, action)`` maps over the
     leading axis of ``state`` and ``action`` (``[num_envs, ...]``). Every timestep field (and every
     ``extras`` entry) gets a leading ``[num_envs]`` axis. The specs stay per-env (unbatched).
+
+    ``branching="mask"`` steps under :func:`~stoixlite.envs.batching.masked_batches`: the
+    batch-aware parts of the stack (auto-resets, the invalid-action sweep) compute every env's
+    branch and select, without data-dependent control flow (``arch.branching``); ``"skip"``
+    (the default) skips their rare work for the whole batch when no env needs it.
     """
 
-    def __init__(self, env: Environment, num_envs: int, axis_name: str = ENV_AXIS):
+    def __init__(
+        self, env: Environment, num_envs: int, axis_name: str = ENV_AXIS, branching: str = "skip"
+    ):
         super().__init__(env)
         if num_envs < 1:
             raise ValueError(f"num_envs must be >= 1, got {num_envs}")
+        if branching not in ("skip", "mask"):
+            raise ValueError(f"branching must be 'skip' or 'mask', got {branching!r}")
         self.num_envs = int(num_envs)
         self.axis_name = axis_name
+        self.branching = branching
 
     def reset(self, key: jax.Array) -> tuple[Any, TimeStep]:
         keys = jax.random.split(key, self.num_envs)
         return jax.vmap(self._env.reset, axis_name=self.axis_name)(keys)
 
     def step(self, state: Any, action: jax.Array) -> tuple[Any, TimeStep]:
-        return jax.vmap(self._env.step, axis_name=self.axis_name)(state, action)
+        with masked_batches(self.branching == "mask"):
+            return jax.vmap(self._env.step, axis_name=self.axis_name)(state, action)
 
 
 def wrap_env(
@@ -334,8 +345,11 @@ def make_batched_env(
     obs_prev_reward: bool = False,
     check_actions: bool = False,
     obs_prev_action: bool = True,
+    branching: str = "skip",
 ) -> Environment:
-    """:func:`wrap_env` vmapped over ``num_envs`` copies, resets computed only when needed.
+    """:func:`wrap_env` vmapped over ``num_envs`` copies, resets computed only when needed
+    (``branching="skip"``), or every env's reset computed and selected on every step without
+    data-dependent control flow (``"mask"``, an accelerator's choice; :class:`VmapWrapper`).
 
     With ``check_actions`` an :class:`ActionCheckWrapper` checks the whole batch of actions in one
     callback per step (``env.check_actions=true``).
@@ -347,5 +361,5 @@ def make_batched_env(
         obs_prev_reward=obs_prev_reward,
         obs_prev_action=obs_prev_action,
     )
-    batched = VmapWrapper(stack, num_envs)
+    batched = VmapWrapper(stack, num_envs, branching=branching)
     return ActionCheckWrapper(batched) if check_actions else batched

@@ -36,6 +36,7 @@ from stoixlite.ppo.rollout import (
     rollout,
     rollout_keeping,
 )
+from stoixlite.ppo.rollout_masked import rollout_masked
 from stoixlite.ppo.sequences import (
     SequenceBatch,
     carries_at,
@@ -128,6 +129,7 @@ def collected(
     traj: Transition,
     carries_after: Any,
     ends: Bootstrap | None = None,
+    next_value: jax.Array | None = None,
 ) -> Collected:
     """:class:`Collected` of a rollout that kept the carry after every step: the bootstrap
     values and the carries the training sequences start from. ``traj`` leaves ``[T, N, ...]``,
@@ -137,12 +139,13 @@ def collected(
     step's next observation, as the host rollout records it, and every step is evaluated
     (:func:`~stoixlite.ppo.rollout.bootstrap_values`, equal up to float rounding). The rollout of
     the JAX envs (:attr:`UpdatePhases.collect`) and of the host envs (:mod:`stoixlite.run.host`)
-    share it."""
+    share it. ``next_value`` ``[T, N]``: the bootstrap values when the rollout computed them
+    (:func:`~stoixlite.ppo.rollout_masked.rollout_masked`)."""
     bptt = sequence_length(cfg)
     chunk_starts, burn_starts = carry_steps(cfg.rollout_length, bptt, cfg.burn_in)
-    if ends is None:
+    if next_value is None and ends is None:
         next_value = bootstrap_values(apply_fn, params, traj, carries_after)
-    else:
+    elif next_value is None:
         next_value = next_values(apply_fn, params, traj, carries_after, ends)
     stored = jax.tree.map(  # the carry before every step
         lambda c0, c: jnp.concatenate([c0[None], c[:-1]], axis=0), initial_carry, carries_after
@@ -174,12 +177,23 @@ def make_update_phases(
     chunk_starts, burn_starts = carry_steps(cfg.rollout_length, bptt, cfg.burn_in)
 
     def collect(state: LearnerState) -> tuple[LearnerState, Collected]:
+        masked = cfg.branching == "mask"
         if keeps_sequence_starts(cfg.rollout_carries, state.carry):
             keep = sorted(set(chunk_starts) | set(burn_starts))
-            state, traj, stored, next_value = rollout_keeping(
+            roll = rollout_masked if masked else rollout_keeping
+            state, traj, stored, next_value = roll(
                 apply_fn, env, state, cfg.rollout_length, tuple(keep), rollout_unroll
             )
             row = keep.index  # stored[keep.index(t)] is the carry before step t
+        elif masked:
+            initial_carry = state.carry
+            state, traj, carries_after, next_value = rollout_masked(
+                apply_fn, env, state, cfg.rollout_length, unroll=rollout_unroll
+            )
+            data = collected(
+                apply_fn, cfg, state.params, initial_carry, traj, carries_after, None, next_value
+            )
+            return state, data
         else:
             initial_carry = state.carry
             state, traj, carries_after, ends = rollout(

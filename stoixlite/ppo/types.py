@@ -90,3 +90,8 @@ class PPOConfig:
     # "sequence_starts" (only those the training sequences start from; bootstrap in the loop),
     # "auto": the latter for carries over sequences.COMPACT_CARRY_FLOATS floats per env.
     rollout_carries: str = "auto"
+    # Rare work in the per-step loops (bootstrap values at truncations, kept carries): "skip"
+    # (data-dependent branches that run it only when needed, a CPU's choice) or "mask" (computed
+    # for every step and selected, or once after the loop: no data-dependent while/cond/switch,
+    # an accelerator's choice). Resolved from arch.branching by stoixlite.config.plan.
+    branching: str = "skip"

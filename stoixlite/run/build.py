@@ -23,7 +23,7 @@ from stoixlite.run.sharding import Placement
 def _build(plan: RunPlan) -> Run:
     cfg, ppo = plan.config, plan.ppo
     placement = Placement.of(plan)
-    env = make_env_stack(cfg.env, ppo.num_envs)
+    env = make_env_stack(cfg.env, ppo.num_envs, branching=ppo.branching)
     network = make_network(cfg.network, env)
     optimizer = make_optimizer(ppo)
     update = make_update(
@@ -34,7 +34,7 @@ def _build(plan: RunPlan) -> Run:
         rollout_unroll=cfg.system.rollout_unroll,
         layout_minibatch=placement.constrain_minibatch if placement.mesh else None,
     )
-    eval_env = make_env_stack(cfg.env, cfg.arch.num_eval_envs)
+    eval_env = make_env_stack(cfg.env, cfg.arch.num_eval_envs, branching=ppo.branching)
     evaluate = make_evaluator(
         network.apply,
         network.initialize_carry,

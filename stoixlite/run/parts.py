@@ -38,12 +38,17 @@ Metrics = dict[str, jax.Array]
 
 
 def make_env_stack(
-    env_cfg: EnvConfig, num_envs: int, check_actions: bool | None = None
+    env_cfg: EnvConfig,
+    num_envs: int,
+    check_actions: bool | None = None,
+    branching: str = "skip",
 ) -> Environment:
     """The vmapped, auto-resetting env stack for ``num_envs`` copies of ``env_cfg.name``.
 
     ``check_actions`` (default: ``env_cfg.check_actions``) raises on an out-of-range action
-    instead of playing it as an invalid move (docs/envs.md, "Invalid actions").
+    instead of playing it as an invalid move (docs/envs.md, "Invalid actions"). ``branching``:
+    the run plan's (``PPOConfig.branching``: ``skip`` or ``mask``, see
+    :class:`~stoixlite.envs.wrappers.VmapWrapper`).
     """
     return make_batched_env(
         make(env_cfg.name, **env_cfg.factory_kwargs),
@@ -52,6 +57,7 @@ def make_env_stack(
         obs_prev_reward=env_cfg.obs_prev_reward,
         obs_prev_action=env_cfg.obs_prev_action,
         check_actions=env_cfg.check_actions if check_actions is None else check_actions,
+        branching=branching,
     )
 
 

@@ -26,7 +26,10 @@ decisions (:class:`MazeDraws`: the first cell, the ``H * W`` hunt looks and one 
 per knocked-down wall), so that ``tests/test_popgym_labyrinth.py`` can feed the same decisions
 to mazelib and compare the grids square for square. It carves one wall per loop iteration:
 the walk's next wall, or, when the walk is stuck, the first wall of the walk that the next
-successful hunt look starts (the looks in between change nothing).
+successful hunt look starts (the looks in between change nothing). The loop runs ``h w - 1``
+iterations, as many as a maze can have walls knocked down, and leaves the maze unchanged after
+the last carve: a fixed trip count, so an auto-reset inside the training loop holds no
+data-dependent loop.
 
 **Cells and moves** (popgym's ``Cell`` and ``Actions``): FREE 0, OBSTACLE 1, START 2, GOAL 3
 (HIDDEN 4 is never observed); actions LEFT 0, RIGHT 1, UP 2, DOWN 3 (NONE 4 is the "previous
@@ -149,7 +152,7 @@ def hunt_and_kill(draws: MazeDraws, blocks: tuple[int, int]) -> jax.Array:
         )
 
     def carve(carry):
-        visited, down, right, _, cell, next_look, walls = carry
+        visited, down, right, found, cell, next_look, walls = carry
         options = _unvisited_neighbours(visited)[cell[0], cell[1]]
         count = options.sum()
         pick = jnp.minimum(jnp.floor(draws.walk[walls] * count).astype(jnp.int32), count - 1)
@@ -160,12 +163,16 @@ def hunt_and_kill(draws: MazeDraws, blocks: tuple[int, int]) -> jax.Array:
         down = down.at[low[0], low[1]].set(down[low[0], low[1]] | (step < 2))
         right = right.at[low[0], low[1]].set(right[low[0], low[1]] | (step >= 2))
         visited = visited.at[target[0], target[1]].set(True)
-        return visited, down, right, *next_origin(visited, target, next_look), walls + 1
+        carved = (visited, down, right, *next_origin(visited, target, next_look), walls + 1)
+        return jax.tree.map(lambda new, old: jnp.where(found, new, old), carved, carry)
 
+    # Each carve visits a new cell, so at most h w - 1 carves: a loop of that static trip count
+    # (a scan, without a data-dependent predicate) whose iterations after the last carve keep
+    # the maze as it is.
     closed = jnp.zeros((h, w), bool)
     visited = closed.at[first[0], first[1]].set(True)
     start = (visited, closed, closed, *next_origin(visited, first, jnp.int32(0)), jnp.int32(0))
-    visited, down, right, *_ = jax.lax.while_loop(lambda c: c[3], carve, start)
+    visited, down, right, *_ = jax.lax.fori_loop(0, h * w - 1, lambda _, c: carve(c), start)
     return _render(visited, down, right)
 
 
