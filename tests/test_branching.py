@@ -104,6 +104,13 @@ CASES = {
     "ffm": ["network=ffm", *CARTPOLE_5],
     "mlp": ["network=mlp", *CARTPOLE_5],
     "gru_chunks_burn_in": ["network=gru", *CARTPOLE_5, "system.bptt_length=8", "system.burn_in=4"],
+    "gru_kept_burn_in": [
+        "network=gru",
+        *CARTPOLE_5,
+        *KEPT,
+        "system.bptt_length=8",
+        "system.burn_in=3",
+    ],
     "transformer_kept": ["network=transformer", *CARTPOLE_5, *KEPT],
     "transformer_kept_burn_in": [
         "network=transformer",
@@ -115,10 +122,23 @@ CASES = {
     "gru_pixels": ["network=gru", "env=pixel/colour_cue"],
     "gru_pixels_kept": ["network=gru", "env=pixel/colour_cue", *KEPT, "system.bptt_length=4"],
 }
+# The default run covers each path of the masked rollout once (10-20 s a case on 2 cores):
+# the carry after every step with vector observations (bootstrap after the loop), kept carries
+# with burn-in (segment scans of two offsets, bootstrap in the loop, two seeds), frames (every
+# step's carry, bootstrap in the loop). The other models run the same rollout code.
+COLLECT_DEFAULT = {("gru", 1), ("gru_kept_burn_in", 2), ("gru_pixels", 1)}
 
 
-@pytest.mark.parametrize("seeds", [1, 2])
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize(
+    ("case", "seeds"),
+    [
+        pytest.param(
+            case, seeds, marks=() if (case, seeds) in COLLECT_DEFAULT else pytest.mark.slow
+        )
+        for case in CASES
+        for seeds in (1, 2)
+    ],
+)
 def test_skip_and_mask_collect_the_same_rollout(case, seeds):
     overrides = CASES[case]
     invalid = "colour_cue" not in " ".join(overrides)
@@ -171,7 +191,7 @@ STRUCTURE_DEFAULT = {
 def learn_chunk_jaxpr(overrides: list[str]):
     """``jax.make_jaxpr`` of the run's compiled learn chunk (all seeds), traced, not compiled."""
     run = build_run(run_config([*SMALL, *overrides]))
-    return jax.make_jaxpr(run.learn)(jax.eval_shape(run._init_states))
+    return jax.make_jaxpr(run.learn)(jax.eval_shape(run.initial_states))
 
 
 @pytest.mark.parametrize(
@@ -198,11 +218,21 @@ def test_masked_learn_chunk_has_no_data_dependent_branch_in_a_loop(model, obs, c
     ("obs", "carries", "expected"),
     [
         # the truncation bootstrap (run_if), the auto-reset (switch), the invalid-action sweep
-        ("vector", "every_step", {("ppo/rollout.py", "while"), ("envs/wrappers.py", "cond"),
-                                  ("envs/actions.py", "cond")}),
+        (
+            "vector",
+            "every_step",
+            {
+                ("ppo/rollout.py", "while"),
+                ("envs/wrappers.py", "cond"),
+                ("envs/actions.py", "cond"),
+            },
+        ),
         # ... and the kept carries' buffer write
-        ("pixel", "kept", {("ppo/rollout.py", "while"), ("ppo/rollout.py", "cond"),
-                           ("envs/wrappers.py", "cond")}),
+        (
+            "pixel",
+            "kept",
+            {("ppo/rollout.py", "while"), ("ppo/rollout.py", "cond"), ("envs/wrappers.py", "cond")},
+        ),
     ],
 )
 def test_the_structure_check_finds_the_branches_of_skip(obs, carries, expected):

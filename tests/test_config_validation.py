@@ -41,6 +41,7 @@ def test_default_config_is_valid():
         ("system.vf_coef=inf", "system.vf_coef", "finite number"),
         ("system.lr=2.0", "system.lr", "(0.0, 1.0]"),
         ("arch.on_nonfinite=ignore", "arch.on_nonfinite", "rollback"),
+        ("arch.branching=sometimes", "arch.branching", "'auto', 'skip', 'mask'"),
         ("network.encoder=cnn", "network.encoder", "no image observation"),
         ("network.cnn_kernels=[0]", "network.cnn_kernels", "non-empty list of positive integers"),
     ],

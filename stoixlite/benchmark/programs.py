@@ -68,3 +68,58 @@ def branches_in_loops(jaxpr: Any) -> list[Branch]:
         for eqn, path in walk(jaxpr)
         if eqn.primitive.name in BRANCHES and any(p in LOOPS for p in path)
     ]
+
+
+def equations(jaxpr: Any) -> int:
+    """The equations of ``jaxpr`` and of every jaxpr inside them (a loop's body once)."""
+    return sum(1 for _ in walk(jaxpr))
+
+
+def scans(jaxpr: Any, around: tuple[Any, ...] = ()) -> Iterator[tuple[Any, tuple[Any, ...]]]:
+    """Every ``scan`` equation of ``jaxpr`` at any depth, with the scan equations around it
+    (outermost first)."""
+    jaxpr = getattr(jaxpr, "jaxpr", jaxpr)
+    for eqn in jaxpr.eqns:
+        inner = around
+        if eqn.primitive.name == "scan":
+            yield eqn, around
+            inner = (*around, eqn)
+        for sub in jax_core.jaxprs_in_params(eqn.params):
+            yield from scans(sub, inner)
+
+
+def step_equations(jaxpr: Any, rollout_length: int, epochs: int, minibatches: int) -> dict:
+    """Equations per step of the loops of an update in ``jaxpr`` (a learn chunk or a PPO
+    program traced with ``jax.make_jaxpr``): ``minibatch``, the body of a scan of
+    ``minibatches`` steps directly inside a scan of ``epochs`` steps (the epochs), and
+    ``rollout``, the largest body among the scans of ``rollout_length`` steps outside the
+    epochs (the rollout's, not GAE's). ``None`` where there is no such scan (a rollout cut into
+    segment scans, ``arch.branching=mask`` with kept carries)."""
+    found = list(scans(jaxpr))
+    epoch_scans = {
+        id(around[-1])
+        for eqn, around in found
+        if eqn.params["length"] == minibatches and around and around[-1].params["length"] == epochs
+    }
+    minibatch = [
+        equations(eqn.params["jaxpr"])
+        for eqn, around in found
+        if around and id(around[-1]) in epoch_scans and eqn.params["length"] == minibatches
+    ]
+    rollout = [
+        equations(eqn.params["jaxpr"])
+        for eqn, around in found
+        if eqn.params["length"] == rollout_length
+        and id(eqn) not in epoch_scans
+        and not any(id(a) in epoch_scans for a in around)
+    ]
+    return {
+        "rollout": max(rollout) if rollout else None,
+        "minibatch": max(minibatch) if minibatch else None,
+    }
+
+
+def fusions(compiled: Any) -> int:
+    """The fusions of a compiled program: the ``fusion`` instructions of XLA's optimised HLO
+    (each a kernel on a GPU; a loop's body counted once)."""
+    return sum(1 for line in compiled.as_text().splitlines() if re.search(r"= \S+ fusion\(", line))

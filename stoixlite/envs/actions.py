@@ -154,8 +154,12 @@ def worst_valid_step(
     Under ``vmap`` (:func:`stoixlite.envs.batching.batch_aware`, nested ``vmap`` included) the
     batch takes one step per env when every action is valid, and the candidates are stepped only
     on steps where some action of the batch is invalid (a ``lax.cond`` on the whole batch), so a
-    policy that samples from the action space pays one step per step, not ``n + 1``. Results are
-    the same in every case (up to float rounding: XLA may vectorise a batched step differently).
+    policy that samples from the action space pays one step per step, not ``n + 1``. Under
+    :func:`~stoixlite.envs.batching.masked_batches` (``arch.branching=mask``) every env steps
+    every candidate (a ``Box``: the corners and its clipped action) and keeps its action's
+    outcome, or the worst: no data-dependent branch, ``n`` steps per env and step (3 for a
+    ``Box``). Results are the same in every case (up to float rounding: XLA may vectorise a
+    batched step differently).
     """
 
     def one(state: Any, action: jax.Array) -> tuple[Any, TimeStep]:
@@ -182,4 +186,17 @@ def worst_valid_step(
 
         return jax.lax.cond(jnp.all(valid), lambda: step_all(state, safe), with_worst)
 
-    return batch_aware(one, batch)(state, action)
+    def masked(state: Any, action: jax.Array) -> tuple[Any, TimeStep]:
+        valid = is_valid_action(space, action)
+        safe = _safe_action(space, action, valid)
+        if isinstance(space, Discrete):  # every action a candidate, the valid one among them
+            candidates, own, compared = jnp.arange(space.n, dtype=jnp.int32), safe, space.n
+        else:  # the corners, then the clipped action
+            corner = lambda v: jnp.broadcast_to(jnp.asarray(v, jnp.float32), space.shape)  # noqa: E731
+            candidates = jnp.stack([corner(space.low), corner(space.high), safe])
+            own, compared = 2, 2
+        states, timesteps = jax.vmap(step, in_axes=(None, 0))(state, candidates)
+        index = jnp.where(valid, own, jnp.argmin(timesteps.reward[:compared]))
+        return jax.tree.map(lambda x: x[index], (states, timesteps))
+
+    return batch_aware(one, batch, masked)(state, action)

@@ -26,7 +26,6 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-
 _MASKED = contextvars.ContextVar("stoixlite_masked_batches", default=False)
 
 
@@ -49,13 +48,17 @@ def _broadcast_unbatched(tree: Any, batched: Any, axis_size: int) -> Any:
     )
 
 
-def batch_aware(one: Callable[..., Any], batch: Callable[..., Any]) -> Callable[..., Any]:
+def batch_aware(
+    one: Callable[..., Any], batch: Callable[..., Any], masked: Callable[..., Any] | None = None
+) -> Callable[..., Any]:
     """``f(*args)`` that computes ``one(*args)`` for one env, and under ``vmap`` (any nesting)
     ``batch(*args)`` once on the whole batch: every leaf of every argument with one leading batch
     axis ``[B, ...]`` (nested axes ``[S, B, ...]`` merged to ``[S * B, ...]``, unbatched leaves
     broadcast). ``batch`` must return ``vmap(one)(*args)`` exactly, with the batch axis leading on
     every output leaf; it exists to compute that more cheaply. Under :func:`masked_batches` the
-    batched form is ``vmap(one)`` itself."""
+    batched form is ``vmap(masked)`` (default: ``vmap(one)``): ``masked`` is ``one`` without
+    data-dependent control flow, where ``one``'s branches batched by ``vmap`` (each computed and
+    selected) would cost more."""
 
     @jax.custom_batching.custom_vmap
     def flat(*args: Any) -> Any:
@@ -79,7 +82,7 @@ def batch_aware(one: Callable[..., Any], batch: Callable[..., Any]) -> Callable[
     def batched(axis_size: int, in_batched: list[Any], *args: Any) -> tuple[Any, Any]:
         if _MASKED.get():
             in_axes = jax.tree.map(lambda b: 0 if b else None, tuple(in_batched))
-            out = jax.vmap(one, in_axes=in_axes, axis_size=axis_size)(*args)
+            out = jax.vmap(masked or one, in_axes=in_axes, axis_size=axis_size)(*args)
             return out, jax.tree.map(lambda _: True, out)
         out = flat(*_broadcast_unbatched(args, tuple(in_batched), axis_size))
         return out, jax.tree.map(lambda _: True, out)

@@ -43,7 +43,9 @@ def act(
     return carry, action, {"log_prob": log_prob, "value": value[0]}
 
 
-def _policy_step(apply_fn: ApplyFn, env: Environment, record_next_obs: bool = False) -> Callable:
+def make_policy_step(
+    apply_fn: ApplyFn, env: Environment, record_next_obs: bool = False
+) -> Callable:
     """``step((params, env_state, timestep, mem, key)) -> (next loop carry, transition,
     next_obs)``: act on the current observation, step the envs, record the transition.
 
@@ -90,7 +92,7 @@ def run_if(pred: jax.Array, fn: Callable[[], Any], default: Any) -> Any:
     return out
 
 
-def _next_value(apply_fn: ApplyFn, loop: tuple, next_obs: jax.Array) -> jax.Array:
+def value_after_step(apply_fn: ApplyFn, loop: tuple, next_obs: jax.Array) -> jax.Array:
     """V(``next_obs [N, ...]``) ``[N]`` from the carry after the loop's step (``loop[3]``),
     without a reset: the one T=1 call of the loops' bootstrap values."""
     no_start = jnp.zeros((1, next_obs.shape[0]), dtype=bool)
@@ -131,7 +133,7 @@ def rollout(
     :func:`bootstrap_values`, which reads every step's), so that the rollout holds each frame
     once.
     """
-    policy_step = _policy_step(apply_fn, env, record_next_obs)
+    policy_step = make_policy_step(apply_fn, env, record_next_obs)
     final = jnp.arange(length) == length - 1
 
     def step(carry: tuple, is_final: jax.Array) -> tuple[tuple, tuple[Transition, Any, jax.Array]]:
@@ -143,7 +145,7 @@ def rollout(
         later = ends & seen
         value = run_if(
             jnp.any(later),
-            lambda: _next_value(apply_fn, loop, next_obs),
+            lambda: value_after_step(apply_fn, loop, next_obs),
             jnp.zeros_like(transition.value),
         )
         value = jnp.where(later, value, 0.0)
@@ -181,7 +183,7 @@ def needs_bootstrap(traj: Transition) -> jax.Array:
     return truncated(traj).at[-1].set(True)
 
 
-def _shifted_values(traj: Transition, last_row: jax.Array) -> jax.Array:
+def shifted_values(traj: Transition, last_row: jax.Array) -> jax.Array:
     """``[T, N]``: the rollout's ``value[t+1]``, and ``last_row`` for the rollout's last step."""
     return jnp.concatenate([traj.value[1:], last_row[None]], axis=0)
 
@@ -215,7 +217,7 @@ def rollout_keeping(
     slots = [len(later)] * length  # the buffer slot of each step (len(later): none)
     for i, t in enumerate(later):
         slots[t] = i
-    policy_step = _policy_step(apply_fn, env)
+    policy_step = make_policy_step(apply_fn, env)
     final = jnp.arange(length) == length - 1
 
     def write(buffer: Any, slot: jax.Array, carry: Any) -> Any:
@@ -233,7 +235,7 @@ def rollout_keeping(
         needed = is_final | jnp.any(truncated(transition))
         value = run_if(
             needed,
-            lambda: _next_value(apply_fn, loop, next_obs),
+            lambda: value_after_step(apply_fn, loop, next_obs),
             jnp.zeros_like(transition.value),
         )
         return (loop, buffer), (transition, value)
@@ -250,7 +252,7 @@ def rollout_keeping(
         buffer,
     )
     state = state.replace(env_state=env_state, timestep=timestep, carry=mem, key=key)
-    next_value = jnp.where(needs_bootstrap(traj), called, _shifted_values(traj, called[-1]))
+    next_value = jnp.where(needs_bootstrap(traj), called, shifted_values(traj, called[-1]))
     return state, traj, kept, next_value
 
 
@@ -287,7 +289,7 @@ def next_values(
     truncation_value, last_value = value[0].reshape(n, 2).T
     at_first = (jnp.arange(t)[:, None] == rows[:, 0]) & (count > 0)
     later = truncated(traj).at[-1].set(False) & ~at_first
-    inside = jnp.where(later, ends.later_value, _shifted_values(traj, last_value))
+    inside = jnp.where(later, ends.later_value, shifted_values(traj, last_value))
     return jnp.where(at_first, truncation_value, inside)
 
 

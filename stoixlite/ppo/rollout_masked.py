@@ -33,11 +33,11 @@ import jax.numpy as jnp
 from stoixlite.envs.types import Environment
 from stoixlite.ppo.rollout import (
     ApplyFn,
-    _next_value,
-    _policy_step,
-    _shifted_values,
     bootstrap_values,
+    make_policy_step,
     needs_bootstrap,
+    shifted_values,
+    value_after_step,
 )
 from stoixlite.ppo.types import LearnerState, Transition
 
@@ -91,11 +91,11 @@ def rollout_masked(
     :func:`~stoixlite.ppo.rollout.rollout_keeping`).
     """
     after = keep is None and records_next_obs(state.timestep.observation)
-    policy_step = _policy_step(apply_fn, env, record_next_obs=after)
+    policy_step = make_policy_step(apply_fn, env, record_next_obs=after)
 
     def step(loop: tuple, _: None) -> tuple[tuple, tuple]:
         loop, transition, next_obs = policy_step(loop)
-        value = None if after else _next_value(apply_fn, loop, next_obs)
+        value = None if after else value_after_step(apply_fn, loop, next_obs)
         return loop, (transition, loop[3] if keep is None else None, value)
 
     init = (state.params, state.env_state, state.timestep, state.carry, state.key)
@@ -115,7 +115,7 @@ def rollout_masked(
     if after:
         called = bootstrap_values(apply_fn, state.params, traj, carries)
         traj = traj.replace(next_obs=None)
-    next_value = jnp.where(needs_bootstrap(traj), called, _shifted_values(traj, called[-1]))
+    next_value = jnp.where(needs_bootstrap(traj), called, shifted_values(traj, called[-1]))
     return state, traj, carries, next_value
 
 
@@ -132,9 +132,13 @@ def _scan_segments(
         kept, outs = [], []
         for start, stop in zip(bounds[:-1], bounds[1:], strict=True):
             kept.append(loop[3])
-            loop, out = jax.lax.scan(step, loop, None, stop - start, unroll=min(unroll, stop - start))
+            loop, out = jax.lax.scan(
+                step, loop, None, stop - start, unroll=min(unroll, stop - start)
+            )
             outs.append(out)
-        out = jax.tree.map(lambda *parts: jnp.concatenate(parts), *outs) if len(outs) > 1 else outs[0]
+        out = (
+            jax.tree.map(lambda *parts: jnp.concatenate(parts), *outs) if len(outs) > 1 else outs[0]
+        )
         return loop, (tuple(kept), out)
 
     loop, (kept, out) = jax.lax.scan(one_period, init, None, length // period)
