@@ -115,7 +115,7 @@ def resolve_branching(branching: str, platform: str) -> str:
     """``arch.branching`` for devices of ``platform`` (``jax.Device.platform``: "cpu", "gpu",
     "tpu", ...): ``skip`` or ``mask``. ``auto`` is ``skip`` on CPUs, where a branch that skips
     rare work pays, and ``mask`` on accelerators, where a data-dependent branch waits for its
-    predicate on the host (docs/architecture.md, "Branching")."""
+    predicate on the host (docs/scaling.md, "Branching on accelerators")."""
     if branching != "auto":
         return branching
     return "skip" if platform == "cpu" else "mask"
