@@ -201,10 +201,11 @@ def _budget_note(
         )
     notes.append(_split_note(cfg, num_updates, num_chunks, total_steps, chunking))
     if num_updates < FEW_UPDATES:
+        scale = "" if cfg.arch.scale_to_envs else "; preset=gpu scales it with the envs"
         notes.append(
             f"{num_updates} PPO updates of arch.num_envs={cfg.arch.num_envs} x "
             f"system.rollout_length={cfg.system.rollout_length} steps, fewer than {FEW_UPDATES} "
-            "(raise arch.total_timesteps; preset=gpu scales it with the envs)"
+            f"(raise arch.total_timesteps{scale})"
         )
     return "; ".join(note for note in notes if note) or None
 
