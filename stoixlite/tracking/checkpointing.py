@@ -28,18 +28,17 @@ Corruption (a file truncated, zeroed or deleted after the save, e.g. by a full d
 copy): restoring the latest checkpoint falls back to the newest one that reads back intact, with
 one warning line naming each broken one; a writable :class:`Checkpointer` moves the broken ones to
 ``<run dir>/checkpoints.broken/`` (kept for inspection, out of the way of new saves). When none is
-intact, :class:`CheckpointCorruptError` says so in one line.
+intact, :class:`CheckpointCorruptError` says so in one line. A failed read leaves nothing of
+orbax running that could report later (:mod:`stoixlite.tracking.orbax_calls`).
 """
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
 import logging
 import math
 import shutil
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,6 +55,7 @@ from stoixlite.tracking.checkpoint_errors import (
     one_line,
 )
 from stoixlite.tracking.files import BROKEN_DIRNAME, CHECKPOINT_DIRNAME
+from stoixlite.tracking.orbax_calls import quiet_orbax
 from stoixlite.tracking.state_arrays import (
     is_empty,
     leaf_name,
@@ -143,19 +143,6 @@ def set_aside_unreadable(directory: str | Path) -> dict[int, Path]:
             moved.get(step),
         )
     return moved
-
-
-@contextlib.contextmanager
-def quiet_orbax() -> Iterator[None]:
-    """Orbax's own log (absl) silenced for the duration of one read of a possibly broken
-    checkpoint, whose errors are reported here in one line each; the level is restored after."""
-    logger = logging.getLogger("absl")
-    level = logger.level
-    logger.setLevel(logging.CRITICAL)
-    try:
-        yield
-    finally:
-        logger.setLevel(level)
 
 
 # --------------------------------------------------------------------------------------------
@@ -304,7 +291,10 @@ class Checkpointer:
     def read_host(self, step: int | None = None) -> dict[str, Any]:
         """The JSON item of checkpoint ``step`` (latest by default)."""
         step = self._resolve_step(step)
-        restored = self._manager.restore(step, args=ocp.args.Composite(host=ocp.args.JsonRestore()))
+        with quiet_orbax():
+            restored = self._manager.restore(
+                step, args=ocp.args.Composite(host=ocp.args.JsonRestore())
+            )
         return dict(restored["host"])
 
     def restore(
@@ -392,9 +382,10 @@ class Checkpointer:
                 for i, m in enumerate(meta)
                 if not is_empty(m["shape"])
             }
-        restored = self._manager.restore(
-            step, args=ocp.args.Composite(state=ocp.args.StandardRestore(targets))
-        )
+        with quiet_orbax():  # a failed read leaves no read of it running
+            restored = self._manager.restore(
+                step, args=ocp.args.Composite(state=ocp.args.StandardRestore(targets))
+            )
         arrays = dict(restored["state"])
         if set(arrays) != set(targets):
             raise ValueError(f"checkpoint {step} holds {len(arrays)} of {len(targets)} leaves")
