@@ -22,8 +22,12 @@ class Rule:
 
     allowed: str | Callable[[], str]
     ok: Callable[[Any], bool] = lambda value: True
+    # words for one refused value, where what to say depends on it (e.g. which part is missing)
+    refusal: Callable[[Any], str] | None = None
 
-    def describe(self) -> str:
+    def describe(self, value: Any = dataclasses.MISSING) -> str:
+        if self.refusal is not None and value is not dataclasses.MISSING:
+            return self.refusal(value)
         return self.allowed if isinstance(self.allowed, str) else self.allowed()
 
 

@@ -21,9 +21,11 @@ import numpy as np
 import pytest
 from conftest import TINY, run_config
 
+from stoixlite.config.fingerprint import config_fingerprint
+from stoixlite.config.plan import plan_run
 from stoixlite.run import loop
 from stoixlite.run.build import build_run
-from stoixlite.run.resume import checkpoint_tree, config_fingerprint
+from stoixlite.run.resume import checkpoint_tree
 from stoixlite.run.signals import TrainingInterrupted
 from stoixlite.tracking.checkpointing import BROKEN_DIRNAME, Checkpointer, checkpoint_dir
 from stoixlite.tracking.state_arrays import pack_state
@@ -127,7 +129,7 @@ def stopped_run(tmp_path_factory):
     arrays, the uninterrupted run's final arrays)``."""
     cfg = run_config(RUN)
     full = tmp_path_factory.mktemp("full")
-    loop.train(cfg, full)
+    loop.train(plan_run(cfg), full)
     run_dir = tmp_path_factory.mktemp("stopped")
 
     def stop_after_second_chunk(chunk, record):
@@ -135,7 +137,7 @@ def stopped_run(tmp_path_factory):
             os.kill(os.getpid(), signal.SIGTERM)
 
     with pytest.raises(TrainingInterrupted):
-        loop.train(cfg, run_dir, on_chunk_end=stop_after_second_chunk)
+        loop.train(plan_run(cfg), run_dir, on_chunk_end=stop_after_second_chunk)
     step_dir = checkpoint_dir(run_dir) / "2"
     files = {}
     for path in sorted(p for p in step_dir.rglob("*") if p.is_file()):
@@ -144,8 +146,9 @@ def stopped_run(tmp_path_factory):
 
 
 def saved(cfg, run_dir: Path, step: int | None = None) -> dict:
-    with Checkpointer(checkpoint_dir(run_dir), config_fingerprint(cfg), read_only=True) as ckpt:
-        tree, _, _ = ckpt.restore(checkpoint_tree(*build_run(cfg).init()), step)
+    fingerprint = config_fingerprint(cfg.to_dict())
+    with Checkpointer(checkpoint_dir(run_dir), fingerprint, read_only=True) as ckpt:
+        tree, _, _ = ckpt.restore(checkpoint_tree(*build_run(plan_run(cfg)).init()), step)
     return pack_state(tree)[0]
 
 

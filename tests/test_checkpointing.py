@@ -164,11 +164,8 @@ def test_opening_checkpoints_moves_nothing_setting_aside_does(tmp_path, exp_and_
     """A checkpoint whose metrics file is unreadable: a writable Checkpointer refuses to open
     over it and moves nothing (no side effect at construction), a read-only one skips it, and
     ``set_aside_unreadable`` moves it to ``checkpoints.broken/`` after which writing works."""
-    from stoixlite.tracking.checkpointing import (
-        BROKEN_DIRNAME,
-        CheckpointCorruptError,
-        set_aside_unreadable,
-    )
+    from stoixlite.tracking.broken_checkpoints import set_aside_unreadable
+    from stoixlite.tracking.checkpointing import BROKEN_DIRNAME, CheckpointCorruptError
 
     cfg, _, state = exp_and_state
     directory = tmp_path / "checkpoints"

@@ -75,6 +75,29 @@ def _env_name_rule() -> Rule:
     return Rule(
         lambda: f"choose one of {_env_names()}, or a host env gymnasium/<id> or popgym_ref/<name>",
         lambda value: value in _env_names() or is_host_env(value),
+        _env_name_refusal,
+    )
+
+
+def _env_name_refusal(value: Any) -> str:
+    """What a refused ``env.name`` lacks: the id of a host env, the name within a family (the
+    family's names), or a family."""
+    from stoixlite.envs.host import HOST_SUITES
+
+    family, _, rest = str(value).partition("/")
+    if family == "gymnasium":
+        return "the Gymnasium id is missing: gymnasium/<id> (any registered id, e.g. CartPole-v1)"
+    if family in HOST_SUITES:
+        ports = [n.split("/", 1)[1] for n in _env_names() if n.startswith("popgym/")]
+        return f"the name is missing: choose {family}/<one of {ports}>"
+    names = [n for n in _env_names() if n.split("/", 1)[0] == family]
+    if names:
+        missing = "the name is missing: " if not rest else ""
+        return f"{missing}choose one of {names}"
+    families = sorted({n.split("/", 1)[0] for n in _env_names()})
+    return (
+        f"{f'no env family {family!r}' if family else 'empty'}: choose <family>/<name> with a family of {families}, or a "
+        "host env gymnasium/<id> or popgym_ref/<name>"
     )
 
 

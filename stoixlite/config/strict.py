@@ -120,7 +120,7 @@ def field_value(errors: Errors, path: str, tp: Any, value: Any, check: Rule | No
     if ok and check is not None and out is not None:
         ok = check.ok(out)
     if not ok:
-        errors.add(path, value, check.describe() if check is not None else type_words(tp))
+        errors.add(path, value, check.describe(value) if check is not None else type_words(tp))
     return out
 
 

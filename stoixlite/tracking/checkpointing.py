@@ -35,7 +35,6 @@ orbax running that could report later (:mod:`stoixlite.tracking.orbax_calls`).
 from __future__ import annotations
 
 import errno
-import json
 import logging
 import math
 import shutil
@@ -46,6 +45,7 @@ from typing import Any
 import numpy as np
 import orbax.checkpoint as ocp
 
+from stoixlite.tracking.broken_checkpoints import move_aside, unreadable_metadata
 from stoixlite.tracking.checkpoint_errors import (
     CheckpointCorruptError,
     CheckpointMismatchError,
@@ -80,71 +80,6 @@ class CheckpointSettings:
     keep_best: bool = True
 
 
-def _unreadable_metrics(directory: Path) -> dict[int, str]:
-    """``{step: reason}`` of the step directories whose orbax metrics or checkpoint metadata
-    file (read by orbax's manager when it starts) is not a JSON object."""
-    broken: dict[int, str] = {}
-    if not directory.is_dir():
-        return broken
-    for step_dir in directory.iterdir():
-        if not step_dir.name.isdigit():
-            continue
-        for name, path in (
-            ("metrics", step_dir / "metrics" / "metrics"),
-            ("metadata", step_dir / "_CHECKPOINT_METADATA"),
-        ):
-            if not path.is_file():
-                continue
-            try:
-                value = json.loads(path.read_bytes())
-            except (ValueError, UnicodeDecodeError, OSError) as err:
-                broken[int(step_dir.name)] = f"{name}: {one_line(err)}"
-                break
-            if not isinstance(value, dict) and not (name == "metadata" and value is None):
-                broken[int(step_dir.name)] = f"{name}: not a JSON object"
-                break
-    return broken
-
-
-def move_aside(directory: Path, steps: list[int]) -> dict[int, Path]:
-    """Move the checkpoints ``steps`` of ``directory`` to ``<its parent>/checkpoints.broken/``
-    (kept, never deleted; a step moved before gets a ``.1``, ``.2`` ... suffix); returns where
-    each went. No directory is created when there is nothing to move."""
-    directory = Path(directory)
-    target = directory.parent / BROKEN_DIRNAME
-    if not any((directory / str(step)).exists() for step in steps):
-        return {}
-    target.mkdir(exist_ok=True)
-    moved: dict[int, Path] = {}
-    for step in steps:
-        source = directory / str(step)
-        if not source.exists():
-            continue
-        dest, n = target / str(step), 1
-        while dest.exists():
-            dest, n = target / f"{step}.{n}", n + 1
-        source.rename(dest)
-        moved[step] = dest
-    return moved
-
-
-def set_aside_unreadable(directory: str | Path) -> dict[int, Path]:
-    """Move the checkpoints of ``directory`` whose metrics or metadata file is unreadable out of
-    the way (they would stop orbax's manager from starting), one warning line each; returns
-    where each went. Called by the run before it opens its checkpoints for writing."""
-    directory = Path(directory).resolve()
-    broken = _unreadable_metrics(directory)
-    moved = move_aside(directory, list(broken))
-    for step, why in broken.items():
-        log.warning(
-            "checkpoint %s is unreadable (%s), moved to %s",
-            directory / str(step),
-            why,
-            moved.get(step),
-        )
-    return moved
-
-
 # --------------------------------------------------------------------------------------------
 # Checkpointer
 # --------------------------------------------------------------------------------------------
@@ -160,7 +95,10 @@ class Checkpointer:
     """Saves/restores checkpoints of one run under ``directory`` (usually ``<run>/checkpoints``).
 
     ``keep_last``: number of most recent checkpoints kept (>= 1); ``keep_best``: also keep the
-    checkpoint with the highest ``eval_return`` passed to :meth:`save`.
+    checkpoint with the highest ``eval_return`` passed to :meth:`save`. ``set_aside`` (writable
+    only): first move the checkpoints whose metadata is unreadable to ``checkpoints.broken/``;
+    each is named, with the checkpoint used instead, by the next :meth:`newest_intact` (or by
+    :meth:`close`, if none follows).
     """
 
     def __init__(
@@ -170,6 +108,7 @@ class Checkpointer:
         keep_last: int = 2,
         keep_best: bool = True,
         read_only: bool = False,
+        set_aside: bool = False,
     ):
         if keep_last < 1:
             raise ValueError(f"keep_last must be >= 1, got {keep_last}")
@@ -179,13 +118,18 @@ class Checkpointer:
         # Steps whose metrics file is unreadable break orbax's manager itself (it reads every
         # step's metrics when it starts): a read-only checkpointer starts without reading
         # metrics and skips them when restoring; a writable one needs them set aside first
-        # (:func:`set_aside_unreadable`, which the run's recorder calls). Constructing one never
-        # moves anything.
-        self._broken = _unreadable_metrics(self.directory)
+        # (``set_aside``, which the run's recorder asks for). Constructing one never moves
+        # anything otherwise.
+        self._set_aside: dict[int, tuple[Path, str]] = {}
+        if set_aside and not read_only:
+            reasons = unreadable_metadata(self.directory)
+            moved = move_aside(self.directory, list(reasons))
+            self._set_aside = {step: (moved[step], reasons[step]) for step in moved}
+        self._broken = unreadable_metadata(self.directory)
         if self._broken and not read_only:
             raise CheckpointCorruptError(
                 f"unreadable checkpoints in {self.directory} (steps {sorted(self._broken)}): "
-                "set them aside with set_aside_unreadable() before writing there"
+                "set them aside (set_aside=True, or set_aside_unreadable()) before writing there"
             )
         policies: list[Any] = [ocp.checkpoint_managers.LatestN(n=keep_last)]
         if keep_best:
@@ -327,6 +271,12 @@ class Checkpointer:
         written with another config.
         """
         steps = sorted(self._manager.all_steps(), reverse=True)
+        set_aside, self._set_aside = self._set_aside, {}
+        if not steps and set_aside:
+            raise CheckpointCorruptError(
+                f"no intact checkpoint in {self.directory}: steps {sorted(set_aside)} are all "
+                f"unreadable (moved to {self.directory.parent / BROKEN_DIRNAME})"
+            )
         if not steps:
             raise FileNotFoundError(f"no checkpoint in {self.directory}")
         broken: dict[int, str] = {}
@@ -343,7 +293,9 @@ class Checkpointer:
                 broken[step] = one_line(err)
                 continue
             moved = {} if self._read_only else self._quarantine(list(broken))
-            for bad, why in broken.items() if warn else ():
+            for bad, (dest, why) in set_aside.items():
+                broken[bad], moved[bad] = why, dest
+            for bad, why in sorted(broken.items(), reverse=True) if warn else ():
                 where = f", moved to {moved[bad]}" if bad in moved else ""
                 log.warning(
                     "checkpoint %s is unreadable (%s)%s; using checkpoint %d, the newest intact",
@@ -417,6 +369,14 @@ class Checkpointer:
         return step
 
     def close(self) -> None:
+        for step, (dest, why) in self._set_aside.items():  # never named by newest_intact
+            log.warning(
+                "checkpoint %s is unreadable (%s), moved to %s",
+                self.directory / str(step),
+                why,
+                dest,
+            )
+        self._set_aside = {}
         self._manager.close()
 
     def __enter__(self) -> Checkpointer:

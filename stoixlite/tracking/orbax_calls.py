@@ -44,9 +44,7 @@ class SettlingLoop(asyncio.SelectorEventLoop):
             for task in pending:
                 task.cancel()
             if pending:
-                done, _ = self.run_until_complete(
-                    asyncio.wait(pending, timeout=SETTLE_TIMEOUT_S)
-                )
+                done, _ = self.run_until_complete(asyncio.wait(pending, timeout=SETTLE_TIMEOUT_S))
                 for task in done:  # retrieved: never reported as "never retrieved"
                     if not task.cancelled():
                         task.exception()

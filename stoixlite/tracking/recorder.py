@@ -18,7 +18,6 @@ from stoixlite.tracking.checkpointing import (
     Checkpointer,
     CheckpointSettings,
     checkpoint_dir,
-    set_aside_unreadable,
 )
 from stoixlite.tracking.files import METRICS_FILE, PER_SEED_FILE
 from stoixlite.tracking.jsonl import JsonlWriter, last_record, truncate_jsonl
@@ -60,12 +59,12 @@ class Recorder:
         ck = settings.checkpoint
         self.checkpointer: Checkpointer | None = None
         if ck.enabled or resume:
-            set_aside_unreadable(checkpoint_dir(run_dir))
             self.checkpointer = Checkpointer(
                 checkpoint_dir(run_dir),
                 dict(settings.fingerprint),
                 ck.keep_last,
                 ck.keep_best,
+                set_aside=True,  # unreadable metadata moved aside, named by the restore
             )
         self.progress = TrainingProgress(
             settings.total_steps, settings.name, enabled=settings.progress and primary

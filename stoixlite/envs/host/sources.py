@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from stoixlite.envs.host import INSTALL_HINT
+from stoixlite.envs.host.kwargs import kwargs_error
 from stoixlite.envs.host.spaces import (
     UnsupportedSpace,
     action_spec,
@@ -120,7 +121,13 @@ def host_source(name: str, difficulty: Any, kwargs: dict[str, Any]) -> HostSourc
     suite, _, rest = name.partition("/")
     gym = require_gymnasium()
     if suite == "gymnasium":
-        module, _, env_id = rest.rpartition(":")
+        module, colon, env_id = rest.rpartition(":")
+        if colon and not (module and env_id):
+            missing = "module before" if not module else "id after"
+            raise HostEnvError(
+                f"env.name={name!r} is invalid: the {missing} ':' is missing "
+                "(gymnasium/<id>, or gymnasium/<module>:<id> to import the module registering it)"
+            )
         if module:  # "<module>:<id>": the module registers the id (imported in each worker too)
             try:
                 importlib.import_module(module)
@@ -131,6 +138,8 @@ def host_source(name: str, difficulty: Any, kwargs: dict[str, Any]) -> HostSourc
                 f"env.name={name!r} is invalid: {env_id!r} is not a registered Gymnasium id "
                 "(gymnasium/<module>:<id> imports the module that registers it)"
             )
+        if error := kwargs_error(env_id, kwargs):
+            raise HostEnvError(error)
         factory = functools.partial(_gymnasium_env, rest, dict(kwargs))
     else:
         from stoixlite.envs.registry import available_envs, env_spec
