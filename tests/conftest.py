@@ -74,7 +74,12 @@ TINY = [
 
 
 def compose_config(overrides: list[str]) -> DictConfig:
-    """The composed `configs/config.yaml` with Hydra overrides applied."""
+    """The composed `configs/config.yaml` with Hydra overrides applied (``env=<family>/<id>``
+    without a file added to Hydra's options first, as the entry point does)."""
+    from stoixlite.cli.env_names import add_env_options
+
+    if error := add_env_options(list(overrides), CONFIG_DIR):
+        raise ValueError(error)
     with initialize_config_dir(str(CONFIG_DIR), version_base=None):
         return compose("config", overrides=list(overrides))
 
