@@ -48,14 +48,9 @@ import sys
 import time
 from pathlib import Path
 
-from benchmark import (  # the script beside this one
-    _time_chunks,
-    build_stoixlite_run,
-    final_train_return,
-    hardware,
-    merge_rounds,
-)
-
+from stoixlite.benchmark.table import hardware, merge_rounds
+from stoixlite.benchmark.timing import final_train_return, time_chunks
+from stoixlite.benchmark.rows import build_stoixlite_run
 from stoixlite.cli.args import (
     OneLineArgumentParser,
     compile_for_real,
@@ -74,7 +69,7 @@ HEAD_SIZE = 64  # sb3's default net_arch: pi=[64, 64], vf=[64, 64], tanh
 
 
 def stoixlite_spec(spec: dict) -> dict:
-    """The ``scripts/benchmark.py`` row of a stoixlite run (see the module docstring)."""
+    """The benchmark tool's row of a stoixlite run (see the module docstring)."""
     return {
         **spec,
         "env": ENV,
@@ -107,7 +102,7 @@ def run_stoixlite(spec: dict) -> dict:
     exp.compile_programs(state, key)
     setup_s = time.perf_counter() - tic
     try:
-        times, _, metrics = _time_chunks(exp.learn_chunk, state, spec["repeats"])
+        times, _, metrics = time_chunks(exp.learn_chunk, state, spec["repeats"])
     finally:
         exp.close()
     return {

@@ -170,7 +170,7 @@ def main(argv: list[str] | None = None) -> None:
     exp = build_run(plan_run(cfg))
     programs, inputs = phase_programs(exp, args.updates)
     if args.purejaxrl:
-        from purejaxrl_ppo import Settings, build
+        from stoixlite.benchmark.peers.purejaxrl_ppo import Settings, build
 
         init, run_updates = build(
             Settings(

@@ -66,7 +66,7 @@ def test_rows_pair_the_frameworks_at_the_same_sizes():
 
 def test_the_stoixlite_row_is_a_valid_host_run_config():
     spec = specs("--num-envs", "8", "--vectors", "async", "--width", "64")[0]
-    from benchmark import stoixlite_overrides
+    from stoixlite.benchmark.rows import stoixlite_overrides
 
     overrides = stoixlite_overrides(host.stoixlite_spec(spec))
     for wanted in (
@@ -182,7 +182,7 @@ def test_overlap_runs_share_the_rounds_and_get_a_table_of_their_own(monkeypatch,
         ("sb3", None),
     ]
     assert host.round_order(rows, 1) == [2, 1, 0]
-    from benchmark import stoixlite_overrides
+    from stoixlite.benchmark.rows import stoixlite_overrides
 
     overrides = stoixlite_overrides(host.stoixlite_spec(rows[1]))
     assert "arch.host_overlap=true" in overrides

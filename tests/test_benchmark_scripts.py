@@ -1,13 +1,14 @@
-"""Bad input to scripts/benchmark.py and scripts/benchmark_memory.py ends in a one-line error
-before anything is compiled; the implementations of PureJaxRL's ppo.py and ppo_rnn.py set-ups
-(scripts/purejaxrl_ppo.py, scripts/purejaxrl_ppo_rnn.py) have their networks and their loops
-train, and --purejaxrl-dir adapts a checkout at run time; benchmark_memory's scan filter and
-memory estimates."""
+"""Bad input to the benchmark tool (``python -m stoixlite.benchmark``) and
+scripts/benchmark_memory.py ends in a one-line error before anything is compiled; the
+implementations of PureJaxRL's ppo.py and ppo_rnn.py set-ups (stoixlite/benchmark/peers/) have
+their networks and their loops train, and --purejaxrl-dir adapts a checkout at run time;
+benchmark_memory's scan filter and memory estimates."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -17,30 +18,31 @@ import numpy as np
 import pytest
 from conftest import SCRIPTS, load_script
 
+from stoixlite.benchmark import cli, rows, table
 from stoixlite.config.plan import plan_run
 from stoixlite.networks.memory.standins import STANDINS
 
-SCRIPT = SCRIPTS / "benchmark.py"
+TOOL = "stoixlite.benchmark"
 MEMORY_SCRIPT = SCRIPTS / "benchmark_memory.py"
 
 
 @pytest.mark.parametrize(
     ("script", "args", "message"),
     [
-        (SCRIPT, ["--networks", "nope"], "unknown network 'nope'"),
-        (SCRIPT, ["--envs", "gymnax/Nope-v0"], "unknown env 'gymnax/Nope-v0'"),
-        (SCRIPT, ["--num-envs", "6"], "--num-envs 6 must be a positive multiple of --minibatches"),
-        (SCRIPT, ["--chunk-steps", "100"], "--chunk-steps must be at least one update"),
-        (SCRIPT, ["--repeats", "0"], "--repeats must be at least 1"),
-        (SCRIPT, ["--reference-labels", "nope"], "unknown reference label 'nope'"),
+        (TOOL, ["--networks", "nope"], "unknown network 'nope'"),
+        (TOOL, ["--envs", "gymnax/Nope-v0"], "unknown env 'gymnax/Nope-v0'"),
+        (TOOL, ["--num-envs", "6"], "--num-envs 6 must be a positive multiple of --minibatches"),
+        (TOOL, ["--chunk-steps", "100"], "--chunk-steps must be at least one update"),
+        (TOOL, ["--repeats", "0"], "--repeats must be at least 1"),
+        (TOOL, ["--reference-labels", "nope"], "unknown reference label 'nope'"),
         (
-            SCRIPT,
+            TOOL,
             ["--networks", "purejaxrl_ppo_rnn", "--envs", "popgym/repeat_previous"]
             + ["--no-reference"],
             "purejaxrl_ppo_rnn runs only on gymnax/CartPole-v1, not popgym/repeat_previous",
         ),
         (
-            SCRIPT,
+            TOOL,
             ["--purejaxrl-dir", "/nonexistent"],
             "--purejaxrl-dir /nonexistent is not a PureJaxRL checkout",
         ),
@@ -53,9 +55,9 @@ MEMORY_SCRIPT = SCRIPTS / "benchmark_memory.py"
     ],
 )
 def test_bad_input_is_a_one_line_error(script, args, message, capsys):
-    """The script's ``main(argv)`` in this process (its argument checks run before it starts
+    """The tool's ``main(argv)`` in this process (its argument checks run before it starts
     JAX or any row; tests/test_script_inputs.py runs every script once as a command)."""
-    main = load_script(script.stem).main
+    main = cli.main if script == TOOL else load_script(script.stem).main
     try:
         code = main(args)
     except SystemExit as stop:
@@ -68,7 +70,8 @@ def test_bad_input_is_a_one_line_error(script, args, message, capsys):
 
 def test_purejaxrl_ppo_rnn_network_and_updates():
     """ppo_rnn.py's shape (embedding, GRU and heads 128); two tiny updates train finitely."""
-    rnn = load_script("purejaxrl_ppo_rnn")
+    from stoixlite.benchmark.peers import purejaxrl_ppo_rnn as rnn
+
     GRUActorCritic, Settings, build = rnn.GRUActorCritic, rnn.Settings, rnn.build
     gru_policy, zero_state = rnn.gru_policy, rnn.zero_state
 
@@ -120,7 +123,8 @@ def test_purejaxrl_ppo_rnn_network_and_updates():
 
 def test_purejaxrl_ppo_network_and_updates():
     """ppo.py's shape (separate 2 x 64 tanh actor and critic); two tiny updates train."""
-    ppo = load_script("purejaxrl_ppo")
+    from stoixlite.benchmark.peers import purejaxrl_ppo as ppo
+
     Settings, build, feedforward_policy = ppo.Settings, ppo.build, ppo.feedforward_policy
 
     settings = Settings(num_envs=4, rollout_length=8, total_timesteps=64)
@@ -184,8 +188,9 @@ def test_purejaxrl_dir_adapts_a_checkout_at_run_time(tmp_path):
     (folder / "wrappers.py").write_text(FAKE_WRAPPERS)
     code = f"""
 import math
-import jax, benchmark
-module = benchmark.load_purejaxrl({str(tmp_path)!r}, "ppo.py")
+import jax
+from stoixlite.benchmark import purejaxrl
+module = purejaxrl.load_purejaxrl({str(tmp_path)!r}, "ppo.py")
 out = module.make_train({{"ENV_NAME": "CartPole-v1"}})(jax.random.PRNGKey(0))["metrics"]
 assert not bool(out["returned_episode"][0])
 assert abs(float(out["returned_episode_returns"][0]) - (1 + math.log(2))) < 1e-6
@@ -193,9 +198,7 @@ import flax.linen as nn
 assert nn.GRUCell().features == 128
 print("ok")
 """
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=SCRIPTS
-    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-2000:]
 
 
@@ -205,14 +208,12 @@ def test_reference_rows_at_ppo_py_widths_use_the_feedforward_shape():
     different networks)."""
     from omegaconf import OmegaConf
 
-    benchmark = load_script("benchmark")
-
     feedforward = OmegaConf.load(SCRIPTS.parent / "configs" / "network" / "feedforward.yaml")
-    widths = dict(o.removeprefix("network.").split("=") for o in benchmark.PPO_PY_WIDTHS)
+    widths = dict(o.removeprefix("network.").split("=") for o in rows.PPO_PY_WIDTHS)
     assert widths == {k: str(feedforward[k]) for k in widths}
     assert set(widths) >= {"embed_size", "encoder_layers", "head_size", "head_layers", "activation"}
-    rows = [r for r in benchmark.REFERENCE_ROWS if r["label"] == "ppo.py widths"]
-    assert {r["num_envs"] for r in rows} == {4, 64} and all(r["overrides"] for r in rows)
+    at_widths = [r for r in rows.REFERENCE_ROWS if r["label"] == "ppo.py widths"]
+    assert {r["num_envs"] for r in at_widths} == {4, 64} and all(r["overrides"] for r in at_widths)
 
 
 def test_benchmark_memory_scans_filter_and_memory_estimates():
@@ -321,7 +322,6 @@ def test_profile_update_counts_the_minibatch_gradient_flops():
 
 def test_benchmark_table_shows_the_device_peak_beside_the_rss():
     """On a GPU the process RSS holds only the host side: the row shows ``RSS / device``."""
-    benchmark = load_script("benchmark")
     row = {
         "network": "gru",
         "env": "gymnax/CartPole-v1",
@@ -334,8 +334,8 @@ def test_benchmark_table_shows_the_device_peak_beside_the_rss():
         "final_return": 9.0,
         "load_avg": 0.5,
     }
-    cpu = benchmark.markdown([{**row, "peak_device_mb": None}]).splitlines()[-1]
-    gpu = benchmark.markdown([{**row, "peak_device_mb": 2388.2}]).splitlines()[-1]
+    cpu = table.markdown([{**row, "peak_device_mb": None}]).splitlines()[-1]
+    gpu = table.markdown([{**row, "peak_device_mb": 2388.2}]).splitlines()[-1]
     assert "| 3,400 |" in cpu and "| 3,400 / 2,388 |" in gpu
     assert "| 2 | 1-3 | 3 |" in gpu  # median, range, runs
 
@@ -401,3 +401,86 @@ def test_free_recurrence_standin_keeps_shapes_and_is_restored(network):
     assert float(jnp.sum(jnp.abs(dx))) > 0
     assert not np.allclose(free_y, real_y)
     np.testing.assert_array_equal(traced_here()(x)[1], real_y)  # restored after the block
+
+
+# --------------------------------------------------------------------------------------------
+# --suite gpu
+# --------------------------------------------------------------------------------------------
+
+
+def test_gpu_suite_rows_and_report():
+    """The full suite: the four networks and PureJaxRL's two set-ups at 4,096 envs first, the
+    cell's shape (64 envs x 3 seeds), ``arch.branching`` other than auto's on the platform, then
+    64 and 1,024 envs; ``--purejaxrl-dir`` replaces the reimplementations' rows. The report
+    puts them in docs/benchmarks.md's format with the targets' ratios (fake timings)."""
+    from stoixlite.benchmark import gpu_suite
+
+    specs = gpu_suite.suite_specs("full", None, 2, "gpu")
+    assert len(specs) == 26
+    assert [s["num_envs"] for s in specs[:6]] == [4096] * 6
+    assert {s["network"] for s in specs[:6]} == {
+        "purejaxrl_ppo",
+        "feedforward",
+        "purejaxrl_ppo_rnn",
+        "gru",
+        "memoroid",
+        "mlp",
+    }
+    cell = [s for s in specs if "arch.num_seeds=3" in s["overrides"]]
+    assert {(s["num_envs"], s["suite"]["branching"]) for s in cell} == {(64, "auto"), (64, "skip")}
+    compared = [s for s in specs if s["suite"]["branching"] != "auto"]
+    assert {s["network"] for s in compared} == {"feedforward", "gru"}
+    assert all("arch.branching=skip" in s["overrides"] for s in compared)
+    assert gpu_suite.suite_specs("full", None, 2, "cpu")[6 + 4]["suite"]["branching"] == "mask"
+    checkout = gpu_suite.suite_specs("full", "/pj", 2, "gpu")
+    peers = [s for s in checkout if s["network"].startswith("purejaxrl")]
+    assert len(peers) == 6 and all(s["purejaxrl_dir"] == "/pj" for s in peers)
+    assert all(s["updates"] >= 4 and s["rollout_length"] == 128 for s in specs)
+
+    sps = {"purejaxrl_ppo": 100.0, "feedforward": 150.0, "purejaxrl_ppo_rnn": 10.0, "gru": 30.0}
+    rows = [
+        {
+            **{k: s[k] for k in ("network", "num_envs", "rollout_length", "suite")},
+            "sps_all": [
+                sps.get(s["network"], 20.0) / (2 if s["suite"]["branching"] == "skip" else 1)
+            ],
+            "backend": "gpu",
+        }
+        for s in specs
+    ]
+    text = gpu_suite.report(rows, "a machine", "python -m stoixlite.benchmark --suite gpu")
+    lines = text.splitlines()
+    assert lines[0].startswith("Machine: a machine; commit ") and "UTC" in lines[0]
+    assert "| network | 4,096 x 128 | 64 x 128 x 3 seeds | 64 x 128 | 1,024 x 128 |" in lines
+    assert "| `feedforward` | 150 | 150 | 150 | 150 |" in lines
+    assert "| PureJaxRL `ppo.py` set-up | 100 | - | 100 | 100 |" in lines
+    assert "| feedforward / `ppo.py` | 1.50x | - | 1.50x | 1.50x |" in lines
+    assert "| gru / `ppo_rnn.py` | 3.00x | - | 3.00x | 3.00x |" in lines
+    assert "| memoroid / gru | 0.67x | 0.67x | 0.67x | 0.67x |" in lines
+    assert "| `gru` (width 128), 4,096 x 128 | 15 | 30 | 2.00x |" in lines
+
+
+def test_gpu_suite_runs_at_a_cpus_sizes(tmp_path):
+    """``--suite gpu`` on the CPU: one row of each kind at small sizes, in one worker process;
+    the printed tables hold every row, with numbers, and the results file the rows."""
+    out = tmp_path / "suite.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "stoixlite.benchmark", "--suite", "gpu", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    text = proc.stdout[proc.stdout.index("Machine: ") :]
+    assert "commit " in text.splitlines()[0] and "on cpu" in text.splitlines()[0]
+    assert "| network | 8 x 16 | 4 x 16 x 3 seeds |" in text
+    number = r"[\d,]+"
+    for name in ("PureJaxRL `ppo.py` set-up", "`feedforward`", "PureJaxRL `ppo_rnn.py` set-up"):
+        assert re.search(rf"\| {re.escape(name)} \| {number} \| - \|", text), name
+    assert re.search(rf"\| `gru` \(width 128\) \| {number} \| {number} \|", text)
+    for ratio in ("feedforward / `ppo.py`", "gru / `ppo_rnn.py`", "memoroid / gru"):
+        assert re.search(rf"\| {re.escape(ratio)} \| [\d.]+x \|", text), ratio
+    assert re.search(rf"\| `gru` \(width 128\), 8 x 16 \| {number} \| {number} \| [\d.]+x \|", text)
+    result = json.loads(out.read_text())
+    assert result["suite"] == "gpu" and result["sizes"] == "small" and len(result["rows"]) == 8
+    assert not any("error" in row for row in result["rows"])

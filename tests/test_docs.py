@@ -9,8 +9,8 @@ docs/*.md), without importing JAX programs or compiling anything:
   ``hydra/launcher=slurm``) is a file of ``configs/``, and every dotted key (``system.lr``,
   ``network.chrono_period``, ``logger.wandb.project``) is a field of the typed config or a key
   of the group's YAML files;
-* every ``scripts/<name>.py`` named exists, and every ``--flag`` given to it (or to
-  ``python -m stoixlite.evaluate``) is defined by that program; every file of ``stoixlite/``,
+* every ``scripts/<name>.py`` and ``python -m stoixlite.<tool>`` named exists, and every
+  ``--flag`` given to it is defined by that program; every file of ``stoixlite/``,
   ``tests/`` or ``configs/`` named exists;
 * every registered env is named in docs/envs.md and every memory model in
   docs/memory_models.md;
@@ -250,15 +250,26 @@ def test_config_options_and_keys_exist(path):
     )
 
 
+MODULE = re.compile(r"-m (stoixlite(?:\.[a-z_]+)+)")
+
+
+def program_files(name: str) -> list[Path]:
+    """The source files of a program: ``scripts/<name>.py``, or the module ``stoixlite.<tool>``
+    (a file, or every file of its package)."""
+    if not name.startswith("stoixlite."):
+        return [p for p in [ROOT / "scripts" / f"{name}.py"] if p.exists()]
+    path = ROOT / name.replace(".", "/")
+    return sorted(path.rglob("*.py")) if path.is_dir() else [path.with_suffix(".py")]
+
+
 def script_exists(name: str) -> bool:
-    return (ROOT / "scripts" / f"{name}.py").exists()
+    return any(p.exists() for p in program_files(name))
 
 
 @cache
 def program_source(name: str) -> str:
-    path = ROOT / "scripts" / f"{name}.py" if name != "evaluate" else ROOT / "stoixlite/evaluate.py"
     shared = (ROOT / "stoixlite" / "cli" / "args.py").read_text()
-    return path.read_text() + shared
+    return "".join(p.read_text() for p in program_files(name)) + shared
 
 
 def commands(path: Path) -> list[tuple[int, str]]:
@@ -280,11 +291,9 @@ def test_scripts_and_their_flags_exist(path):
     unknown = []
     for number, line in commands(path):
         for span in re.split(r"`{1,3}", line):
-            programs = SCRIPT.findall(span)
-            if "stoixlite.evaluate" in span:
-                programs.append("evaluate")
-            missing = [n for n in programs if n != "evaluate" and not script_exists(n)]
-            unknown += [f"line {number}: scripts/{n}.py (no such script)" for n in missing]
+            programs = SCRIPT.findall(span) + MODULE.findall(span)
+            missing = [n for n in programs if not script_exists(n)]
+            unknown += [f"line {number}: {n} (no such script or module)" for n in missing]
             if missing or len(set(programs)) != 1 or not re.search(r"python|scripts/", span):
                 continue
             source = program_source(programs[0])
@@ -357,8 +366,10 @@ def test_the_checks_catch_what_they_are_for(tmp_path):
     assert "title" in headings(page)[1] and "nope" not in headings(page)[1]
     assert OPTION.findall("`network=nope`") == [("network", "nope")]
     assert not (ROOT / "configs" / "network" / "nope.yaml").exists()
-    assert '"--repeats"' in program_source("benchmark")
-    assert '"--no-such-flag"' not in program_source("benchmark")
+    assert '"--repeats"' in program_source("stoixlite.benchmark")
+    assert '"--no-such-flag"' not in program_source("stoixlite.benchmark")
+    assert MODULE.findall("python -m stoixlite.benchmark --suite gpu") == ["stoixlite.benchmark"]
+    assert script_exists("stoixlite.evaluate") and not script_exists("stoixlite.nope")
     assert named_in("`popgym/{repeat_first, count_recall}`", "popgym/count_recall")
     assert not named_in("`popgym/{repeat_first, count_recall}`", "popgym/autoencode")
 

@@ -21,7 +21,13 @@ from conftest import TINY
 
 ROOT = Path(__file__).resolve().parents[1]
 # The tools a user runs as ``python -m <module>``; each answers --help from the installed wheel.
-TOOLS = ("stoixlite.rec_ppo", "stoixlite.evaluate", "stoixlite.aggregate", "stoixlite.table")
+TOOLS = (
+    "stoixlite.rec_ppo",
+    "stoixlite.evaluate",
+    "stoixlite.aggregate",
+    "stoixlite.table",
+    "stoixlite.benchmark",
+)
 
 
 @pytest.mark.slow

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import SCRIPTS, load_script
 
+from stoixlite.benchmark import cli
 from stoixlite.cli.args import OneLineArgumentParser, last_error_line, output_file_error
 
 BAD_INPUT = 2
@@ -111,7 +112,7 @@ def test_output_file_error_keeps_an_existing_file(tmp_path):
 @pytest.mark.parametrize(
     "command",
     [
-        ["benchmark.py"],
+        ["-m", "stoixlite.benchmark"],
         ["benchmark_memory.py"],
         ["-m", "stoixlite.aggregate", "somewhere"],
         ["benchmark_envs.py"],
@@ -146,7 +147,7 @@ def test_evaluate_negative_episodes_is_one_line(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------
-# scripts/benchmark.py
+# The benchmark tool (python -m stoixlite.benchmark; scripts/benchmark.py runs it)
 # --------------------------------------------------------------------------------------------
 
 TINY_BENCH = [
@@ -200,8 +201,7 @@ def test_benchmark_refuses_bad_rows_before_running_any(args, words, tmp_path, ca
     argv = [a.format(tmp=tmp_path) for a in args]
     network = [] if "--networks" in argv else ["--networks", "mlp"]
     out = [] if "--out" in argv else ["--out", str(tmp_path / "results.json")]
-    main = load_script("benchmark").main
-    code, stdout, err = call_main(main, [*TINY_BENCH, *network, *argv, *out], capsys)
+    code, stdout, err = call_main(cli.main, [*TINY_BENCH, *network, *argv, *out], capsys)
     one_line(code, err, BAD_INPUT, *words)
     assert stdout == ""  # no row ran
     assert not (tmp_path / "results.json").exists()
@@ -211,13 +211,19 @@ def test_benchmark_refusal_keeps_existing_results(tmp_path):
     results = tmp_path / "results.json"
     results.write_text('{"rows": ["earlier"]}')
     args = ["--networks", "transformer", "--width", "6", "--out", str(results)]
-    proc = run_script("benchmark.py", *TINY_BENCH, *args, cwd=tmp_path)
+    proc = subprocess.run(
+        [sys.executable, "-m", "stoixlite.benchmark", *TINY_BENCH, *args],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
     one_line(proc.returncode, proc.stderr, BAD_INPUT, "network.num_heads=4 is invalid")
     assert results.read_text() == '{"rows": ["earlier"]}'
 
 
 def test_benchmark_failed_rows_exit_non_zero_after_writing(tmp_path, monkeypatch, capsys):
-    bench = load_script("benchmark")
+    bench = cli
     runs = []
 
     def launch(spec, host_devices=None):
@@ -353,6 +359,13 @@ def test_aggregate_bad_input_is_one_line(args, words, tmp_path, capsys):
     assert out == ""
     assert (tmp_path / "file").read_text() == "keep me"
     assert not (sweep / "aggregate").exists()
+
+
+def test_the_old_benchmark_script_says_where_it_moved_and_runs_it(tmp_path):
+    proc = run_script("benchmark.py", "--help", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip() == "scripts/benchmark.py has moved: python -m stoixlite.benchmark"
+    assert "--suite" in proc.stdout
 
 
 def test_the_old_aggregate_script_says_where_it_moved_and_runs_it(tmp_path):

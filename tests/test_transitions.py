@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import compose_config, load_script, replay_inputs, run_plan
+from conftest import compose_config, replay_inputs, run_plan
 
 from stoixlite.config.parse import parse
 from stoixlite.config.plan import plan_run
@@ -143,8 +143,8 @@ def test_transition_update_replays_rollout(network):
 
 def test_feedforward_is_purejaxrl_network():
     """``network=feedforward`` computes PureJaxRL ppo.py's network (as implemented in
-    scripts/purejaxrl_ppo.py) with the same weights."""
-    TwoTowers = load_script("purejaxrl_ppo").TwoTowers
+    stoixlite/benchmark/peers/purejaxrl_ppo.py) with the same weights."""
+    from stoixlite.benchmark.peers.purejaxrl_ppo import TwoTowers
 
     exp = build_run(run_plan(["network=feedforward", "env=gymnax/CartPole-v1"]))
     state = jax.jit(exp.init_state)(jax.random.PRNGKey(0))  # one program, not op by op

@@ -3,10 +3,10 @@
 PureJaxRL (Lu et al., "Discovered Policy Optimisation", NeurIPS 2022,
 https://github.com/luchris429/purejaxrl) showed that PPO runs fastest when the environment, the
 rollout, GAE and the updates are one compiled JAX program. This file is stoixlite's own
-implementation of the PPO set-up that PureJaxRL's ``ppo.py`` runs on CartPole, so that
-``scripts/benchmark.py`` can time that set-up and stoixlite side by side on one machine. It
-contains no PureJaxRL code; ``scripts/benchmark.py --purejaxrl-dir DIR`` times PureJaxRL's own
-files from a checkout instead.
+implementation of the PPO set-up that PureJaxRL's ``ppo.py`` runs on CartPole, so that the
+benchmark tool (``python -m stoixlite.benchmark``) can time that set-up and stoixlite side by
+side on one machine. It contains no PureJaxRL code; ``python -m stoixlite.benchmark
+--purejaxrl-dir DIR`` times PureJaxRL's own files from a checkout instead.
 
 The set-up (:class:`Settings` holds the hyper-parameters, ``ppo.py``'s defaults):
 
@@ -25,13 +25,13 @@ The set-up (:class:`Settings` holds the hyper-parameters, ``ppo.py``'s defaults)
   rate falls linearly from ``lr`` towards 0, one step per update.
 
 :func:`build` returns ``init(key) -> state`` and ``run_updates(state, n) -> (state, metrics)``
-so that a benchmark times ``n`` updates at a time after compiling; ``scripts/purejaxrl_ppo_rnn.py``
-runs the same loop with a recurrent policy (:class:`Policy`).
+so that a benchmark times ``n`` updates at a time after compiling; ``purejaxrl_ppo_rnn.py``
+beside it runs the same loop with a recurrent policy (:class:`Policy`).
 
 Usage::
 
-    python scripts/purejaxrl_ppo.py                  # 4 envs, 5e5 steps: SPS and final return
-    python scripts/purejaxrl_ppo.py --num-envs 64 --seed 1
+    python -m stoixlite.benchmark.peers.purejaxrl_ppo    # 4 envs, 5e5 steps: SPS, final return
+    python -m stoixlite.benchmark.peers.purejaxrl_ppo --num-envs 64 --seed 1
 """
 
 from __future__ import annotations

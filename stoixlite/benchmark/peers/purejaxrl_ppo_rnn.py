@@ -1,10 +1,11 @@
 """Recurrent (GRU) PPO on gymnax with PureJaxRL ``ppo_rnn.py``'s recipe: a benchmark reference.
 
 stoixlite's own implementation of the recurrent PPO set-up of PureJaxRL's ``ppo_rnn.py`` (Lu et
-al., 2022, https://github.com/luchris429/purejaxrl), so that ``scripts/benchmark.py`` can time it
-beside stoixlite's recurrent networks on one machine; it contains no PureJaxRL code
-(``scripts/benchmark.py --purejaxrl-dir DIR`` times the original). It runs the PPO loop, the
-loss, the optimiser and the hyper-parameters of ``scripts/purejaxrl_ppo.py`` with this policy:
+al., 2022, https://github.com/luchris429/purejaxrl), so that the benchmark tool (``python -m
+stoixlite.benchmark``) can time it beside stoixlite's recurrent networks on one machine; it
+contains no PureJaxRL code (``--purejaxrl-dir DIR`` times the original). It runs the PPO loop,
+the loss, the optimiser and the hyper-parameters of ``purejaxrl_ppo.py`` beside it with this
+policy:
 
 * **network** (:class:`GRUActorCritic`): a 128-unit ReLU embedding (orthogonal sqrt(2)
   kernel), a flax ``GRUCell`` of 128 units scanned over time whose state is set to zeros
@@ -18,8 +19,8 @@ loss, the optimiser and the hyper-parameters of ``scripts/purejaxrl_ppo.py`` wit
 
 Usage::
 
-    python scripts/purejaxrl_ppo_rnn.py                  # 4 envs, 5e5 steps: SPS and return
-    python scripts/purejaxrl_ppo_rnn.py --num-envs 64
+    python -m stoixlite.benchmark.peers.purejaxrl_ppo_rnn    # 4 envs, 5e5 steps: SPS, return
+    python -m stoixlite.benchmark.peers.purejaxrl_ppo_rnn --num-envs 64
 """
 
 from __future__ import annotations
@@ -30,7 +31,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 from flax.linen.initializers import orthogonal
-from purejaxrl_ppo import Policy, Settings, build, final_return, main  # the script beside this one
+
+from stoixlite.benchmark.peers.purejaxrl_ppo import Policy, Settings, build, final_return, main
 
 WIDTH = 128
 
