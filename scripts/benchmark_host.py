@@ -48,9 +48,9 @@ import sys
 import time
 from pathlib import Path
 
+from stoixlite.benchmark.rows import build_stoixlite_run
 from stoixlite.benchmark.table import hardware, merge_rounds
 from stoixlite.benchmark.timing import final_train_return, time_chunks
-from stoixlite.benchmark.rows import build_stoixlite_run
 from stoixlite.cli.args import (
     OneLineArgumentParser,
     compile_for_real,

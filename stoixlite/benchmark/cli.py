@@ -37,7 +37,9 @@ from stoixlite.cli.configs import CONFIG_DIR
 def build_parser() -> OneLineArgumentParser:
     """The tool's options."""
     parser = OneLineArgumentParser(
-        description=package.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        prog="python -m stoixlite.benchmark",
+        description=package.__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--worker-rows", help=argparse.SUPPRESS)

@@ -2,8 +2,8 @@
 :class:`~stoixlite.run.parts.Run`, laid out on the plan's devices, with the programs of recent
 configs shared (:func:`build_run`). A host env's run is :func:`stoixlite.run.host.build_host_run`'s.
 
-Tests and the benchmark tool (``python -m stoixlite.benchmark``) use :func:`build_run` too, so they exercise exactly the training
-code path.
+Tests and the benchmark tool (``python -m stoixlite.benchmark``) use :func:`build_run` too, so
+they exercise exactly the training code path.
 """
 
 from __future__ import annotations
