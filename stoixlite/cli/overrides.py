@@ -26,7 +26,7 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from stoixlite.cli.env_names import add_env_options
 from stoixlite.config.parse import resolved
@@ -70,10 +70,9 @@ _ENV_KWARG = re.compile(r"\+{0,2}env\.kwargs\.[^=]+=")
 
 def default_groups(config_dir: Path, config_name: str = "config") -> set[str]:
     """The config groups of the primary config's defaults list (``preset``, ``network``, ...)."""
-    import yaml
-
     path = config_dir / f"{config_name}.yaml"
-    defaults = yaml.safe_load(path.read_text()).get("defaults", []) if path.exists() else []
+    loaded = OmegaConf.to_container(OmegaConf.load(path)) if path.exists() else {}
+    defaults = loaded.get("defaults", [])
     groups = set()
     for entry in defaults:
         if isinstance(entry, dict):
