@@ -95,8 +95,9 @@ def _env_name_refusal(value: Any) -> str:
         missing = "the name is missing: " if not rest else ""
         return f"{missing}choose one of {names}"
     families = sorted({n.split("/", 1)[0] for n in _env_names()})
+    what = f"no env family {family!r}" if family else "empty"
     return (
-        f"{f'no env family {family!r}' if family else 'empty'}: choose <family>/<name> with a family of {families}, or a "
+        f"{what}: choose <family>/<name> with a family of {families}, or a "
         "host env gymnasium/<id> or popgym_ref/<name>"
     )
 
