@@ -44,7 +44,6 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import flax.linen as nn
-import gymnax
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -220,6 +219,8 @@ def build(s: Settings, make_policy: Callable[[int], Policy] = feedforward_policy
     one ``lax.scan``, with ``metrics["episode_return"]`` and ``metrics["episode_done"]``
     ``[n, T, N]``: the return of each episode that ended at a step, and where one did.
     """
+    import gymnax  # here, not at import: gymnax starts a JAX backend when imported
+
     env, env_params = gymnax.make(s.env_name)
     obs_dim = int(np.prod(env.observation_space(env_params).shape))
     policy = make_policy(env.action_space(env_params).n)
