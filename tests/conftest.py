@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import atexit
-import importlib.util
 import logging
 import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
-from types import ModuleType
 
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("WANDB_SILENT", "true")
@@ -96,16 +94,6 @@ def run_plan(overrides: list[str]) -> RunPlan:
 
 
 SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
-
-
-def load_script(name: str) -> ModuleType:
-    """``scripts/<name>.py`` imported as module ``name`` (the scripts are not a package), the way
-    ``import`` would (registered in ``sys.modules`` first, which dataclasses look up)."""
-    spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture

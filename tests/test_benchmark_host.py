@@ -1,19 +1,18 @@
-"""scripts/benchmark_host.py's own logic, without sb3-contrib installed and without timing
-anything: its argument checks, the stoixlite config and the sb3 command of a row, the order of
-the interleaved runs, and the table and JSON it writes from fake measurements."""
+"""``python -m stoixlite.benchmark host``'s own logic, without sb3-contrib installed and without
+timing anything: its argument checks, the stoixlite config and the sb3 command of a row, the
+order of the interleaved runs, and the table and JSON it writes from fake measurements."""
 
 from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
-from conftest import SCRIPTS, load_script
 
+from stoixlite.benchmark import host
+from stoixlite.benchmark.peers import sb3_recurrent_ppo as sb3_worker
 from stoixlite.cli.args import checked_run_config
-
-host = load_script("benchmark_host")
-sb3_worker = load_script("sb3_recurrent_ppo")
 
 
 def run_main(argv: list[str], capsys) -> tuple[int | None, str, str]:
@@ -87,14 +86,15 @@ def test_the_sb3_command_runs_the_worker_in_the_named_python():
     spec = specs("--num-envs", "8", "--vectors", "async")[1]
     assert spec["framework"] == "sb3"
     command = host.worker_command(spec, "/venv/bin/python")
-    assert command[:2] == ["/venv/bin/python", str(SCRIPTS / "sb3_recurrent_ppo.py")]
+    # the worker runs as a file (the sb3 Python need not have stoixlite), the package's own
+    assert command[:2] == ["/venv/bin/python", str(Path(sb3_worker.__file__).resolve())]
     assert json.loads(command[2]) == spec
     assert host.sb3_command("/venv/bin/python", None)[2] == "--versions"
     assert "torch_threads" not in spec
     one = specs("--num-envs", "8", "--sb3-threads", "1")
     assert one[1]["torch_threads"] == 1 and "torch_threads" not in one[0]  # sb3's runs only
     stoix = host.worker_command(specs("--num-envs", "8")[0], "/venv/bin/python")
-    assert stoix[0] == sys.executable and stoix[2] == "--worker"
+    assert stoix[:5] == [sys.executable, "-m", "stoixlite.benchmark", "host", "--worker"]
     # the worker itself refuses a wrong call without importing sb3
     assert sb3_worker.main([]) == 2
 
@@ -129,7 +129,7 @@ def test_results_table_and_json_from_fake_measurements(monkeypatch, capsys, tmp_
     result = json.loads(out.read_text())
     assert result["sb3"] == {"sb3_contrib": "9.9"} and result["hardware"] == "a test CPU"
     assert result["complete"] is True
-    assert result["command"].startswith("python scripts/benchmark_host.py --num-envs 8")
+    assert result["command"].startswith("python -m stoixlite.benchmark host --num-envs 8")
     stoix, sb3 = result["rows"]
     assert stoix["framework"] == "stoixlite" and len(stoix["sps_all"]) == 4  # rounds pooled
     assert stoix["sps_median"] == 2500.0 and sb3["sps_median"] == 1250.0

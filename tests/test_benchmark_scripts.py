@@ -1,8 +1,8 @@
-"""Bad input to the benchmark tool (``python -m stoixlite.benchmark``) and
-scripts/benchmark_memory.py ends in a one-line error before anything is compiled; the
+"""Bad input to the benchmark tool (``python -m stoixlite.benchmark``) and its ``memory`` tool
+ends in a one-line error before anything is compiled; the
 implementations of PureJaxRL's ppo.py and ppo_rnn.py set-ups (stoixlite/benchmark/peers/) have
 their networks and their loops train, and --purejaxrl-dir adapts a checkout at run time;
-benchmark_memory's scan filter and memory estimates."""
+the memory tool's scan filter and memory estimates."""
 
 from __future__ import annotations
 
@@ -16,14 +16,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import SCRIPTS, load_script
+from conftest import SCRIPTS
 
-from stoixlite.benchmark import cli, rows, table
+from stoixlite.benchmark import cli, memory_models, rows, table, update_phases
 from stoixlite.config.plan import plan_run
 from stoixlite.networks.memory.standins import STANDINS
 
 TOOL = "stoixlite.benchmark"
-MEMORY_SCRIPT = SCRIPTS / "benchmark_memory.py"
+MEMORY_TOOL = "stoixlite.benchmark memory"
 
 
 @pytest.mark.parametrize(
@@ -46,18 +46,18 @@ MEMORY_SCRIPT = SCRIPTS / "benchmark_memory.py"
             ["--purejaxrl-dir", "/nonexistent"],
             "--purejaxrl-dir /nonexistent is not a PureJaxRL checkout",
         ),
-        (MEMORY_SCRIPT, ["--models", "nope"], "unknown model 'nope'"),
-        (MEMORY_SCRIPT, ["--lengths", "64", "0"], "--lengths 0 must be at least 1"),
-        (MEMORY_SCRIPT, ["--batch", "0"], "--batch 0 must be at least 1"),
-        (MEMORY_SCRIPT, ["--max-state-mb", "-1"], "--max-state-mb -1.0 must be positive"),
-        (MEMORY_SCRIPT, ["--scans", "parallel"], "invalid choice: 'parallel'"),
-        (MEMORY_SCRIPT, ["--batch", "abc"], "invalid int value: 'abc'"),
+        (MEMORY_TOOL, ["--models", "nope"], "unknown model 'nope'"),
+        (MEMORY_TOOL, ["--lengths", "64", "0"], "--lengths 0 must be at least 1"),
+        (MEMORY_TOOL, ["--batch", "0"], "--batch 0 must be at least 1"),
+        (MEMORY_TOOL, ["--max-state-mb", "-1"], "--max-state-mb -1.0 must be positive"),
+        (MEMORY_TOOL, ["--scans", "parallel"], "invalid choice: 'parallel'"),
+        (MEMORY_TOOL, ["--batch", "abc"], "invalid int value: 'abc'"),
     ],
 )
 def test_bad_input_is_a_one_line_error(script, args, message, capsys):
     """The tool's ``main(argv)`` in this process (its argument checks run before it starts
     JAX or any row; tests/test_script_inputs.py runs every script once as a command)."""
-    main = cli.main if script == TOOL else load_script(script.stem).main
+    main = cli.main if script == TOOL else memory_models.main
     try:
         code = main(args)
     except SystemExit as stop:
@@ -217,7 +217,7 @@ def test_reference_rows_at_ppo_py_widths_use_the_feedforward_shape():
 
 
 def test_benchmark_memory_scans_filter_and_memory_estimates():
-    bench = load_script("benchmark_memory")
+    bench = memory_models
     both = list(bench._configs(["mamba", "gru"], [64]))
     assert {(n, s) for n, s, *_ in both} == {
         ("mamba", "associative"),
@@ -256,16 +256,14 @@ def test_benchmark_memory_parent_never_starts_a_backend(tmp_path):
     out = tmp_path / "bench.json"
     code = f"""
 import json, subprocess, sys
-import importlib.util
-spec = importlib.util.spec_from_file_location("benchmark_memory", {str(MEMORY_SCRIPT)!r})
-bench = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(bench)
+from stoixlite.benchmark import memory_models as bench
 from jax._src import xla_bridge
 
 def fake_run(cmd, **kwargs):  # a configuration's subprocess, as if it ran on a GPU
     if "--single" not in cmd:
         return subprocess.CompletedProcess(cmd, 0, stdout="", stderr="")
-    name, scan, length, mode = cmd[3:7]
+    at = cmd.index("--single")
+    name, scan, length, mode = cmd[at + 1 : at + 5]
     res = {{"model": name, "scan": scan, "T": int(length), "mode": mode, "ms": 1.0,
            "ms_min": 1.0, "runs": 5, "compile_s": 0.5, "peak_mb": 10.0, "state_mb": 1.0,
            "backend": "gpu", "device": "Fake GPU", "jax": "0.0"}}
@@ -290,16 +288,16 @@ assert not xla_bridge.backends_are_initialized()
 
 
 def test_profile_update_counts_the_minibatch_gradient_flops():
-    """scripts/profile_update.py's ``minibatch gradient`` program is one minibatch's loss
-    gradient, and XLA's operation count of it grows with the network's width (so the figure
-    reported for the attention memories against the mlp measures their arithmetic)."""
+    """``python -m stoixlite.benchmark profile``'s ``minibatch gradient`` program is one
+    minibatch's loss gradient, and XLA's operation count of it grows with the network's width (so
+    the figure reported for the attention memories against the mlp measures their arithmetic)."""
     from hydra import compose, initialize_config_dir
 
     from stoixlite.cli.configs import CONFIG_DIR
     from stoixlite.config.parse import parse
     from stoixlite.run.build import build_run
 
-    profile = load_script("profile_update")
+    profile = update_phases
     counts = {}
     for width in (16, 64):
         overrides = [
@@ -368,10 +366,11 @@ def test_compile_for_real_keeps_the_persistent_cache_out(off, tmp_path):
 
 @pytest.mark.parametrize("network", sorted(STANDINS))
 def test_free_recurrence_standin_keeps_shapes_and_is_restored(network):
-    """``profile_update.py --free-recurrence``: inside the block the model's T > 1 call uses the
-    stand-in (same output and carry shapes, the input still reaches the output), and outside it
-    the real recurrence is back (a different output). Each program is one jitted function traced
-    where it is called (inside or outside the block), not hundreds of eager operations."""
+    """``python -m stoixlite.benchmark profile --free-recurrence``: inside the block the model's
+    T > 1 call uses the stand-in (same output and carry shapes, the input still reaches the
+    output), and outside it the real recurrence is back (a different output). Each program is one
+    jitted function traced where it is called (inside or outside the block), not hundreds of
+    eager operations."""
     from stoixlite.networks.memory import build_memory, standins
 
     model = build_memory(network, hidden_size=8, scan="sequential")

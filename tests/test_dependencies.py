@@ -28,7 +28,7 @@ NOT_IMPORTED = {
     "dm-pix": "popgym-arcade imports it (popgym-arcade goes in with --no-deps, docs/envs.md)",
     "jaxtyping": "popgym-arcade imports it (likewise)",
     "chex": "popgym-arcade imports it (likewise)",
-    "sb3-contrib": "scripts/sb3_recurrent_ppo.py imports it by importlib, in a Python of its own",
+    "sb3-contrib": "the benchmark's sb3 worker imports it by importlib, in its own Python",
 }
 
 

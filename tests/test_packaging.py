@@ -1,7 +1,8 @@
 """The installed package is the whole product: a built wheel, installed (not editable) into a
 fresh virtual environment, carries the configs and the user's tools. From an unrelated directory
 (no source tree on the path) it trains a tiny ``python -m stoixlite.rec_ppo``, aggregates the run
-with ``python -m stoixlite.aggregate``, and every tool answers ``--help``.
+with ``python -m stoixlite.aggregate``, and every tool (the benchmark's ``envs``, ``host``,
+``memory`` and ``profile`` too) answers ``--help``.
 
 Slow (a wheel build and a fresh environment), so the default run leaves it out: ``.ci/run`` runs it
 as its own step after the default suite (and ``pytest -m slow`` includes it).
@@ -19,6 +20,8 @@ from pathlib import Path
 import pytest
 from conftest import TINY
 
+from stoixlite.benchmark.cli import TOOLS as BENCHMARK_TOOLS
+
 ROOT = Path(__file__).resolve().parents[1]
 # The tools a user runs as ``python -m <module>``; each answers --help from the installed wheel.
 TOOLS = (
@@ -28,6 +31,9 @@ TOOLS = (
     "stoixlite.table",
     "stoixlite.benchmark",
 )
+# The worker the benchmark's host tool runs as a file in sb3's Python (the benchmark's other
+# tools, ``python -m stoixlite.benchmark <name>``, are BENCHMARK_TOOLS).
+SB3_WORKER = "stoixlite/benchmark/peers/sb3_recurrent_ppo.py"
 
 
 @pytest.mark.slow
@@ -49,6 +55,7 @@ def test_wheel_ships_configs_and_tools_and_trains_from_anywhere(tmp_path):
     for tool in TOOLS:  # a module, or a package with a __main__
         path = tool.replace(".", "/")
         assert f"{path}.py" in names or f"{path}/__main__.py" in names, tool
+    assert SB3_WORKER in names
 
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, env=env)
@@ -98,3 +105,7 @@ def test_wheel_ships_configs_and_tools_and_trains_from_anywhere(tmp_path):
         proc = run("-m", tool, "--help")
         assert proc.returncode == 0, (tool, proc.stderr[-3000:])
         assert proc.stdout.strip(), tool
+    for tool in BENCHMARK_TOOLS:
+        proc = run("-m", "stoixlite.benchmark", tool, "--help")
+        assert proc.returncode == 0, (tool, proc.stderr[-3000:])
+        assert proc.stdout.startswith(f"usage: python -m stoixlite.benchmark {tool}"), tool

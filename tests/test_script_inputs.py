@@ -9,22 +9,24 @@ stops before JAX compiles anything; the failures of benchmark rows are simulated
 from __future__ import annotations
 
 import json
+import os
+import runpy
 import subprocess
 import sys
 import warnings
 from pathlib import Path
 
 import pytest
-from conftest import SCRIPTS, load_script
+from conftest import SCRIPTS
 
-from stoixlite.benchmark import cli
+from stoixlite.benchmark import cli, memory_models
 from stoixlite.cli.args import OneLineArgumentParser, last_error_line, output_file_error
 
 BAD_INPUT = 2
 FAILED = 1
 # What a jitted function's error looks like on stderr: JAX's note comes after the exception.
 JAX_STDERR = """Traceback (most recent call last):
-  File "scripts/benchmark_memory.py", line 120, in run_one
+  File "stoixlite/benchmark/memory_models.py", line 120, in run_one
     jax.block_until_ready(step(params, x))
 TypeError: cannot reshape array of shape (3,) (size 3) into shape (7,) (size 7)
 --------------------
@@ -113,10 +115,11 @@ def test_output_file_error_keeps_an_existing_file(tmp_path):
     "command",
     [
         ["-m", "stoixlite.benchmark"],
-        ["benchmark_memory.py"],
+        ["-m", "stoixlite.benchmark", "memory"],
         ["-m", "stoixlite.aggregate", "somewhere"],
-        ["benchmark_envs.py"],
-        ["profile_update.py"],
+        ["-m", "stoixlite.benchmark", "envs"],
+        ["-m", "stoixlite.benchmark", "profile"],
+        ["-m", "stoixlite.benchmark", "host"],
         ["-m", "stoixlite.evaluate", "somewhere"],
     ],
 )
@@ -259,7 +262,7 @@ def test_benchmark_failed_rows_exit_non_zero_after_writing(tmp_path, monkeypatch
 
 
 # --------------------------------------------------------------------------------------------
-# scripts/benchmark_memory.py
+# python -m stoixlite.benchmark memory
 # --------------------------------------------------------------------------------------------
 
 
@@ -279,7 +282,7 @@ def test_benchmark_failed_rows_exit_non_zero_after_writing(tmp_path, monkeypatch
 )
 def test_benchmark_memory_refuses_bad_settings_before_running(args, words, tmp_path, capsys):
     argv = [a.format(tmp=tmp_path) for a in args]
-    code, stdout, err = call_main(load_script("benchmark_memory").main, argv, capsys)
+    code, stdout, err = call_main(memory_models.main, argv, capsys)
     one_line(code, err, BAD_INPUT, *words)
     assert stdout == ""
 
@@ -287,7 +290,7 @@ def test_benchmark_memory_refuses_bad_settings_before_running(args, words, tmp_p
 def test_benchmark_memory_failed_rows_exit_non_zero_with_the_real_error(
     tmp_path, monkeypatch, capsys
 ):
-    bench = load_script("benchmark_memory")
+    bench = memory_models
 
     def failing_run(cmd, **kwargs):
         return subprocess.CompletedProcess(cmd, 1, stdout="", stderr=JAX_STDERR)
@@ -368,6 +371,49 @@ def test_the_old_benchmark_script_says_where_it_moved_and_runs_it(tmp_path):
     assert "--suite" in proc.stdout
 
 
+@pytest.mark.parametrize(
+    ("script", "tool", "flag"),
+    [
+        ("benchmark_envs", "envs", "--ref-steps"),
+        ("benchmark_host", "host", "--sb3-python"),
+        ("benchmark_memory", "memory", "--max-state-mb"),
+        ("profile_update", "profile", "--free-recurrence"),
+    ],
+)
+def test_the_old_benchmark_tool_scripts_say_where_they_moved_and_run_them(
+    script, tool, flag, monkeypatch, capsys
+):
+    """Each wrapper run as a program, in this process (its tool's modules are imported here
+    already: no interpreter start per wrapper)."""
+    monkeypatch.setattr(sys, "argv", [str(SCRIPTS / f"{script}.py"), "--help"])
+    with pytest.raises(SystemExit) as stop:
+        runpy.run_path(str(SCRIPTS / f"{script}.py"), run_name="__main__")
+    captured = capsys.readouterr()
+    assert stop.value.code == 0, captured.err
+    moved = f"scripts/{script}.py has moved: python -m stoixlite.benchmark {tool}"
+    assert captured.err.strip() == moved
+    assert captured.out.startswith(f"usage: python -m stoixlite.benchmark {tool}")
+    assert flag in captured.out
+
+
+def test_the_old_sb3_worker_path_runs_the_worker_as_a_file(tmp_path):
+    """A Python without stoixlite (the sb3 venv's) runs it: nothing of stoixlite is imported."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    proc = subprocess.run(
+        [sys.executable, "-S", "-I", str(SCRIPTS / "sb3_recurrent_ppo.py")],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=60,
+    )
+    assert proc.returncode == 2, proc.stderr  # no spec: the worker's own usage line
+    moved, usage = proc.stderr.strip().splitlines()
+    assert moved.startswith("scripts/sb3_recurrent_ppo.py has moved: ")
+    assert moved.endswith("stoixlite/benchmark/peers/sb3_recurrent_ppo.py")
+    assert usage.startswith("usage: ") and "SPEC_JSON | --versions" in usage
+
+
 def test_the_old_aggregate_script_says_where_it_moved_and_runs_it(tmp_path):
     sweep = fake_runs(tmp_path)
     proc = run_script("aggregate.py", str(sweep), "--out", str(tmp_path / "o"), cwd=tmp_path)
@@ -390,7 +436,7 @@ def test_aggregate_a_sparse_metric_without_warnings(tmp_path, capsys):
 
 
 # --------------------------------------------------------------------------------------------
-# scripts/benchmark_envs.py and scripts/profile_update.py
+# python -m stoixlite.benchmark envs and profile
 # --------------------------------------------------------------------------------------------
 
 
@@ -406,7 +452,8 @@ def test_aggregate_a_sparse_metric_without_warnings(tmp_path, capsys):
     ],
 )
 def test_benchmark_envs_bad_input_is_one_line(args, words, tmp_path, capsys):
-    envs = load_script("benchmark_envs")
+    from stoixlite.benchmark import envs
+
     code, out, err = call_main(envs.main, [a.format(tmp=tmp_path) for a in args], capsys)
     one_line(code, err, BAD_INPUT, *words)
     assert out == ""
@@ -423,9 +470,9 @@ def test_benchmark_envs_bad_input_is_one_line(args, words, tmp_path, capsys):
     ],
 )
 def test_profile_update_bad_input_is_one_line(args, words, tmp_path, monkeypatch, capsys):
+    from stoixlite.benchmark import update_phases as profile
     from stoixlite.run import build
 
-    profile = load_script("profile_update")
     (tmp_path / "file").write_text("")
 
     def build_run(cfg):

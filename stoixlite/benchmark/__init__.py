@@ -54,5 +54,9 @@ Usage::
         --num-envs 64 128 --overrides arch.num_seeds=3 --compile-only
                                                        # the learn program's memory, not trained
 
-Env throughput alone is ``scripts/benchmark_envs.py``.
+Other measurements, each a tool of its own (``python -m stoixlite.benchmark TOOL --help``):
+``envs`` (env throughput alone, :mod:`~stoixlite.benchmark.envs`), ``host`` (the host loop
+against sb3-contrib, :mod:`~stoixlite.benchmark.host`), ``memory`` (a memory model alone,
+:mod:`~stoixlite.benchmark.memory_models`) and ``profile`` (one update's phases,
+:mod:`~stoixlite.benchmark.update_phases`).
 """

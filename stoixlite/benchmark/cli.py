@@ -1,9 +1,11 @@
 """The benchmark tool's command line (``python -m stoixlite.benchmark``); see the package's
-docstring for what it measures."""
+docstring for what it measures. A first argument naming one of :data:`TOOLS` runs that tool
+instead, with the rest of the command line (``python -m stoixlite.benchmark memory --quick``)."""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 import time
@@ -33,12 +35,32 @@ from stoixlite.benchmark.worker import (
 from stoixlite.cli.args import OneLineArgumentParser, fail, output_file_error
 from stoixlite.cli.configs import CONFIG_DIR
 
+# The other measurements: the first argument, the module whose ``main(argv)`` runs the rest, and
+# what it times.
+TOOLS = {
+    "envs": ("stoixlite.benchmark.envs", "env steps/s alone: the JAX ports against popgym"),
+    "host": (
+        "stoixlite.benchmark.host",
+        "host-env training: stoixlite's host loop against sb3-contrib's RecurrentPPO",
+    ),
+    "memory": (
+        "stoixlite.benchmark.memory_models",
+        "a memory model alone: its training step (forward + backward) and rollout step",
+    ),
+    "profile": (
+        "stoixlite.benchmark.update_phases",
+        "where one PPO update's time goes: rollout, GAE, epochs, timed apart",
+    ),
+}
+
 
 def build_parser() -> OneLineArgumentParser:
     """The tool's options."""
+    tools = "\n".join(f"  {name:8s} {what}" for name, (_, what) in TOOLS.items())
     parser = OneLineArgumentParser(
         prog="python -m stoixlite.benchmark",
         description=package.__doc__,
+        epilog="other measurements (python -m stoixlite.benchmark TOOL --help):\n" + tools,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
@@ -130,7 +152,10 @@ def build_parser() -> OneLineArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The tool, or the one of :data:`TOOLS` that ``argv[0]`` names: its exit status."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    if argv and argv[0] in TOOLS:
+        return importlib.import_module(TOOLS[argv[0]][0]).main(argv[1:])
     parser = build_parser()
     args = parser.parse_args(argv)
 

@@ -1,5 +1,5 @@
-"""What a benchmark row measures: timed calls of a compiled program, its memory, and the return
-of the training episodes."""
+"""What a benchmark row measures: timed calls of a compiled program, its memory, the process's
+peak memory, and the return of the training episodes."""
 
 from __future__ import annotations
 
@@ -48,3 +48,19 @@ def final_train_return(metrics: dict) -> float:
     count = np.asarray(metrics["train/episodes"], np.float64)
     returns = np.asarray(metrics["train/episode_return"], np.float64)
     return float((returns * count).sum() / count.sum()) if count.sum() else float("nan")
+
+
+def peak_memory_mb() -> tuple[float, float | None]:
+    """``(process peak RSS, device peak)`` in MiB so far: the RSS from ``resource.getrusage``
+    (the host side; it includes the ~0.3 GiB JAX runtime), the device's ``peak_bytes_in_use``
+    where its backend reports one (GPU, TPU), else ``None``."""
+    import resource
+
+    import jax
+
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    device = jax.devices()[0]
+    stats = device.memory_stats() if hasattr(device, "memory_stats") else None
+    if stats and "peak_bytes_in_use" in stats:
+        return rss, stats["peak_bytes_in_use"] / 2**20
+    return rss, None

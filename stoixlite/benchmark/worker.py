@@ -18,7 +18,12 @@ from stoixlite.benchmark.rows import (
     describe,
     stoixlite_overrides,
 )
-from stoixlite.benchmark.timing import final_train_return, program_memory, time_chunks
+from stoixlite.benchmark.timing import (
+    final_train_return,
+    peak_memory_mb,
+    program_memory,
+    time_chunks,
+)
 from stoixlite.cli.args import checked_run_config, compile_for_real, last_error_line
 
 
@@ -44,8 +49,6 @@ def run_row(spec: dict) -> dict:
     it runs ``repeats`` times after one warm-up call. The final return is the mean return of
     the training episodes that ended in the last timed chunk.
     """
-    import resource
-
     import jax
 
     compile_for_real()  # the compile seconds of the row are a compilation, not a cache load
@@ -56,11 +59,7 @@ def run_row(spec: dict) -> dict:
         devices = 1
     else:
         steps, compile_s, times, final, devices, memory = run_stoixlite_row(spec)
-    peak_rss_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    device_peak = None
-    stats = jax.devices()[0].memory_stats() if hasattr(jax.devices()[0], "memory_stats") else None
-    if stats and "peak_bytes_in_use" in stats:
-        device_peak = stats["peak_bytes_in_use"] / 2**20
+    peak_rss_mb, device_peak = peak_memory_mb()
     return {
         **{
             k: spec[k]

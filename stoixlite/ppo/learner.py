@@ -113,7 +113,8 @@ class UpdatePhases(NamedTuple):
     * ``epochs(state, SequenceBatch) -> (state, loss metrics [epochs, minibatches])``: the
       shuffled minibatch steps (params, optimiser state and key advance).
 
-    ``scripts/profile_update.py`` times them separately, so what it profiles is what trains.
+    ``python -m stoixlite.benchmark profile`` times them separately, so what it profiles is what
+    trains.
     """
 
     collect: Callable[[LearnerState], tuple[LearnerState, Collected]]

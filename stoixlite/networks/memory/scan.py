@@ -40,7 +40,7 @@ Combine = Callable[[State, State], State]
 
 STRATEGIES = ("auto", "associative", "sequential")
 
-# "auto" resolution, from scripts/benchmark_memory.py (docs/memory_models.md): on CPU the
+# "auto" resolution, from python -m stoixlite.benchmark memory (docs/memory_models.md): on CPU the
 # sequential scan is faster at every measured length for B = 64, H = 128 (fwd + bwd). On GPU the
 # associative scan is 2.6-17x faster at T = 1024 (H100, docs/benchmarks.md); TPUs: not measured.
 # Models whose sequential strategy is a chunkwise-parallel form override this (_stack.ScannedStack

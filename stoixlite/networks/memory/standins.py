@@ -1,6 +1,6 @@
 """Stand-ins for the memory models' time recurrences (one elementwise pass): an ablation bound.
 
-``scripts/profile_update.py --free-recurrence`` traces the update a second time inside
+``python -m stoixlite.benchmark profile --free-recurrence`` traces the update a second time inside
 :func:`free_recurrence`, which replaces the function that runs a model's recurrence over the
 ``T`` steps of a training sequence (the sequential strategy, the CPU default) by a stand-in of
 the same signature and output shapes that costs one elementwise pass over its inputs and
