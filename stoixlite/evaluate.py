@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from stoixlite.run.signals import (
     ctrl_c_raises,
+    exit_now,
     hold_ctrl_c,
     interrupted_exit_code,
     raise_if_ctrl_c,
@@ -42,7 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from stoixlite.cli.args import OneLineArgumentParser
-from stoixlite.cli.process import exit_now, setup_process
+from stoixlite.cli.process import setup_process
 from stoixlite.config.strict import ConfigError
 from stoixlite.envs.actions import find_invalid_action_error
 from stoixlite.envs.registry import env_spec

@@ -52,12 +52,12 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from stoixlite.cli.configs import CONFIG_DIR, read_config, sweep_name
-from stoixlite.cli.process import exit_now
 from stoixlite.config.parse import parse_distributed
 from stoixlite.config.strict import ConfigError
 from stoixlite.run.signals import (
     ctrl_c_pending,
     ctrl_c_raises,
+    exit_now,
     interrupted_exit_code,
     raise_if_ctrl_c,
     release_ctrl_c,
@@ -98,7 +98,7 @@ class Abandoned(SystemExit):
 
     XLA's compiler can be interrupted midway (it checks for signals); the interpreter's teardown
     then crashes in native destructors (a segmentation fault, exit 139, after the one line). The
-    command line therefore ends such a process with :func:`~stoixlite.cli.process.exit_now`,
+    command line therefore ends such a process with :func:`~stoixlite.run.signals.exit_now`,
     skipping the teardown; in-process callers (tests, the API) get this ``SystemExit`` as
     usual."""
 
@@ -132,6 +132,7 @@ def main(cfg: DictConfig) -> float:
     from stoixlite.run.distributed import DistributedError
     from stoixlite.run.divergence import NonFiniteError
     from stoixlite.run.loop import train as run
+    from stoixlite.run.peers import end_if_peer_lost, several_processes, watch_run
     from stoixlite.run.resume import check_resumable
     from stoixlite.run.run_dir import RunDirInUseError, stopped_before_first_checkpoint
     from stoixlite.run.signals import TrainingInterrupted
@@ -149,6 +150,7 @@ def main(cfg: DictConfig) -> float:
         if resume:
             run_dir = Path(str(resume)).expanduser().resolve()
             cfg = resume_config(cfg, run_dir, list(hydra_cfg.overrides.task))
+        _supervise_processes(cfg)
         run_cfg = read_config(cfg)  # the config, read once
         if error := wandb_dir_error(run_cfg):
             raise ConfigError([error])
@@ -158,6 +160,7 @@ def main(cfg: DictConfig) -> float:
             resume = None
         if resume:
             check_resumable(plan.fingerprint, run_dir)
+        watch_run(run_dir)  # a lost process of several: the line names its newest checkpoint
         with ctrl_c_raises():  # stops XLA's compiler midway
             final = run(plan, run_dir, resume=bool(resume), sweep=sweep_name())
         raise_if_ctrl_c()
@@ -180,6 +183,7 @@ def main(cfg: DictConfig) -> float:
         for line in str(err).splitlines():
             print(f"{kind}: {line}", file=sys.stderr)
         _remove_litter(Path(hydra_cfg.runtime.output_dir))
+        # (every process of several meets these together, and they end together)
         sys.exit(
             1 if isinstance(err, (NonFiniteError, CheckpointCorruptError, HostEnvError)) else 2
         )
@@ -192,7 +196,7 @@ def main(cfg: DictConfig) -> float:
 
         what = "" if isinstance(err, CheckpointWriteError) else "cannot write the run's outputs: "
         print(f"error: {what}{err}", file=sys.stderr)
-        sys.exit(1)
+        _exit(1)
     except TrainingInterrupted as stop:
         print(str(stop), file=sys.stderr)
         raise
@@ -201,11 +205,43 @@ def main(cfg: DictConfig) -> float:
     except Exception as err:
         if ctrl_c_pending():  # e.g. an extension module's import, interrupted
             _abandon(run_dir, Path(hydra_cfg.runtime.output_dir))
+        end_if_peer_lost(err)  # several processes, one lost: the line, and the process ends
+        if several_processes():  # this process alone failed: the others notice it gone
+            if multirun:
+                _job_failed(run_dir, traceback.format_exc())
+            else:
+                traceback.print_exc()
+            _exit(1)
         if not multirun:
             raise
         # the exception's own first line, not what a library appended to the traceback
         only = "".join(traceback.format_exception_only(type(err), err)).strip().splitlines()
         return _job_failed(run_dir, traceback.format_exc(), only[0] if only else None)
+
+
+def _supervise_processes(cfg: DictConfig) -> None:
+    """A process of a multi-process run is supervised from here on (before JAX starts), so that
+    JAX's abort when another process is lost becomes one line (:mod:`stoixlite.run.supervisor`)."""
+    from stoixlite.run.supervisor import supervise
+
+    try:
+        enabled = parse_distributed(cfg).enabled
+    except ConfigError:  # reported when the config is read
+        return
+    if enabled:
+        supervise()
+
+
+def _exit(code: int) -> NoReturn:
+    """End a run that failed in this process alone with ``code``: ``sys.exit``; one process of
+    several ends at once (JAX's teardown would wait for the others at a shutdown barrier, and
+    then abort; its supervisor drops what JAX says meanwhile)."""
+    from stoixlite.run.peers import ending, several_processes
+
+    if several_processes():
+        ending(code)
+        exit_now(code)
+    sys.exit(code)
 
 
 # What existed before Hydra created this run's directory (set by :func:`cli` for a single run):

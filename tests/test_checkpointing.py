@@ -151,6 +151,11 @@ def test_interrupted_save_leaves_existing_checkpoints_intact(tmp_path, exp_and_s
     with pytest.raises(KeyboardInterrupt):
         ckpt.save(2, state, {"chunk": 2})
     monkeypatch.undo()
+    partial = list((tmp_path / "ckpt").glob("2.orbax-checkpoint-tmp*"))
+    assert partial  # what the cut save left: never taken for a checkpoint ...
+    with Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg.to_dict()), read_only=True) as ro:
+        assert ro.all_steps() == [1]
+    assert all(p.exists() for p in partial)  # (a reader moves and removes nothing)
     fresh = Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg.to_dict()))
     assert fresh.all_steps() == [1]
     restored, host, step = fresh.restore(exp.init_state(jax.random.PRNGKey(0)))
@@ -158,6 +163,9 @@ def test_interrupted_save_leaves_existing_checkpoints_intact(tmp_path, exp_and_s
     arrays_after, _ = pack_state(restored)
     for k, v in arrays_before.items():
         np.testing.assert_array_equal(arrays_after[k], v)
+    fresh.close()
+    assert not any(p.exists() for p in partial)  # ... and removed by the run that writes next
+    assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["1"]
 
 
 def test_opening_checkpoints_moves_nothing_setting_aside_does(tmp_path, exp_and_state):

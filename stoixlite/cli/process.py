@@ -19,7 +19,6 @@ stoixlite.rec_ppo`` and ``python -m stoixlite.evaluate``:
 from __future__ import annotations
 
 import logging
-import os
 import sys
 from typing import Any
 
@@ -62,14 +61,3 @@ def _event_loop_left_by_ctrl_c(unraisable: Any) -> bool:
         and str(exc).startswith("Invalid file descriptor")
         and getattr(unraisable.object, "__qualname__", "") == "BaseEventLoop.__del__"
     )
-
-
-def exit_now(code: int) -> None:
-    """Flush what was written and end the process without interpreter teardown."""
-    logging.shutdown()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except Exception:  # a closed or broken stream: nothing more to write anyway
-            pass
-    os._exit(code)

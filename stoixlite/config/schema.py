@@ -319,6 +319,8 @@ class DistributedConfig:
     num_processes: int | None = rule(POSITIVE_INT, default=None)
     process_id: int | None = rule(NON_NEGATIVE_INT, default=None)
     timeout_s: int = rule(POSITIVE_INT, default=300)  # for every process to join
+    # a process that stops answering (killed, preempted, crashed) ends the others within this
+    heartbeat_timeout_s: int = rule(POSITIVE_INT, default=60)
 
 
 @dataclass(frozen=True, kw_only=True)

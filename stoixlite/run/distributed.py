@@ -12,6 +12,12 @@ Failures are one line on stderr and exit code 2, never a hang: a coordinator tha
 answer, or processes that do not all join, within ``distributed.timeout_s``
 (:class:`JoinWatchdog`); processes configured with different process counts, run configs or
 run directories (:func:`check_agreement`).
+
+A process lost during the run (killed, preempted, crashed; the coordinator too) ends every
+other process within ``distributed.heartbeat_timeout_s`` (:mod:`stoixlite.run.peers`, and
+:mod:`stoixlite.run.supervisor` where JAX aborts): one line naming the lost process and the
+resume command, exit code 1, instead of JAX's abort with a C++ stack trace. A stop signal to
+one process stops all of them after the chunk, with its checkpoint (:func:`agreed_stop`).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import jax
 import numpy as np
 
 from stoixlite.config.schema import DistributedConfig
+from stoixlite.run import peers
 
 EXIT_CODE = 2
 
@@ -85,10 +92,13 @@ def initialize(cfg: DistributedConfig) -> None:
                 num_processes=cfg.num_processes,
                 process_id=cfg.process_id,
                 initialization_timeout=cfg.timeout_s + 60,  # the watchdog answers first
+                heartbeat_timeout_seconds=cfg.heartbeat_timeout_s,
+                shutdown_timeout_seconds=cfg.timeout_s,  # all processes at the end
             )
     except (ValueError, TypeError, RuntimeError, IndexError) as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise DistributedError(f"distributed: jax.distributed.initialize failed: {first}") from err
+    peers.watch(jax.process_index(), jax.process_count(), cfg.heartbeat_timeout_s)
 
 
 def is_primary() -> bool:
@@ -121,3 +131,17 @@ def check_agreement(num_processes: int | None, **values: str) -> None:
             f"{jax.process_index()}); every process must run the same config in the same run "
             "directory"
         )
+
+
+def agreed_stop(signum: int | None) -> int | None:
+    """The stop request of the run at a chunk's end: the signal any process received (the first
+    process's, by index), so that all of them save the chunk's checkpoint and stop together
+    (one process stopping alone would leave the others waiting in the next collective); a
+    no-op with one process."""
+    if jax.process_count() == 1:
+        return signum
+    from jax.experimental import multihost_utils
+
+    given = np.asarray(multihost_utils.process_allgather(np.int32(signum or 0))).reshape(-1)
+    received = [int(s) for s in given if s]
+    return received[0] if received else None

@@ -36,7 +36,7 @@ from stoixlite.config.plan import RunPlan
 from stoixlite.config.schema import RunConfig
 from stoixlite.envs.host.sources import HostEnvError
 from stoixlite.run.build import build_run
-from stoixlite.run.distributed import check_agreement, is_primary
+from stoixlite.run.distributed import agreed_stop, check_agreement, is_primary
 from stoixlite.run.divergence import (
     CollapseWatch,
     NonFiniteError,
@@ -139,7 +139,7 @@ def train(
                     continue
                 if on_chunk_end is not None:
                     on_chunk_end(chunk, record)
-                done = end_chunk(t, record, start, stop.signum)
+                done = end_chunk(t, record, start, agreed_stop(stop.signum))
         ok = True
     finally:
         t.run.close()

@@ -15,8 +15,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,9 @@ log = logging.getLogger(__name__)
 
 # The stop signals an entry point holds: Ctrl-C, and SIGTERM (schedulers, ``kill``, ``timeout``).
 HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# The same signal again within this is the same request: a signal to a process group (a
+# terminal's Ctrl-C, a scheduler) reaches a supervised process directly and by its supervisor.
+SAME_REQUEST_S = 0.5
 
 
 class _CtrlC:
@@ -155,13 +161,16 @@ class StopRequest:
 
     def __init__(self) -> None:
         self.signum: int | None = None
+        self._since = 0.0
         self._previous: dict[int, Any] = {}
 
     def _handle(self, signum: int, frame: Any) -> None:
+        if self.signum == signum and time.monotonic() - self._since < SAME_REQUEST_S:
+            return  # one signal that reached the process twice (directly and by its supervisor)
         if self.signum is not None:
             self._restore()
             raise KeyboardInterrupt
-        self.signum = signum
+        self.signum, self._since = signum, time.monotonic()
         log.warning(
             "%s received: finishing this chunk, saving a checkpoint, then stopping "
             "(send it again to abort at once)",
@@ -182,3 +191,16 @@ class StopRequest:
 
     def __exit__(self, *exc: object) -> None:
         self._restore()
+
+
+def exit_now(code: int) -> None:
+    """Flush what was written and end the process without interpreter teardown (after an
+    interrupted compile, whose native state would crash it; in a multi-process run whose other
+    processes are gone, where JAX's teardown would wait for them and then abort)."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:  # a closed or broken stream: nothing more to write anyway
+            pass
+    os._exit(code)

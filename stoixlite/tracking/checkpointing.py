@@ -148,6 +148,9 @@ class Checkpointer:
             enable_async_checkpointing=False,
             create=not read_only,
             read_only=read_only,
+            # what a save cut short left (a killed process; a lost one of several): never taken
+            # for a checkpoint (not renamed into place), removed when the run opens for writing
+            cleanup_tmp_directories=not read_only,
             lightweight_initialize=bool(self._broken),
         )
         with quiet_orbax():  # orbax logs what it cannot read as raw ERROR lines

@@ -217,7 +217,7 @@ class HostVector:
 def _drop_error_queue(vec: Any) -> None:
     """Release the asynchronous vector's error queue once its workers are gone: its semaphores
     are freed now, not at interpreter teardown, which a process ended by Ctrl-C skips
-    (:func:`stoixlite.cli.process.exit_now`; Python's resource tracker would warn of them)."""
+    (:func:`stoixlite.run.signals.exit_now`; Python's resource tracker would warn of them)."""
     queue = getattr(vec, "error_queue", None)
     if queue is not None:
         queue.close()
