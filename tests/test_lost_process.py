@@ -6,8 +6,9 @@ processes ends exactly as an uninterrupted run. SIGTERM to one process stops bot
 chunk with its checkpoint. The processes run from the command line (each supervised,
 ``stoixlite.run.supervisor``) on one CPU device each, their collectives through gloo.
 
-By default: the worker killed with SIGKILL, and the supervisor's reading of JAX's abort; with
-``-m slow``: the coordinator killed, a worker that stops answering (SIGSTOP: only the heartbeat
+By default: the supervisor's reading of JAX's abort (no process started). With ``-m slow``
+(two processes compiled each, about half a minute a test on two loaded cores): a worker killed
+with SIGKILL, the coordinator killed, a worker that stops answering (SIGSTOP: only the heartbeat
 notices), SIGTERM to a worker, and the resume after a kill compared with an uninterrupted run.
 """
 
@@ -160,6 +161,7 @@ def kill_and_check(tmp_path: Path, victim: int, how: signal.Signals) -> tuple[Pa
     return run_dir, newest
 
 
+@pytest.mark.slow(reason="two processes started, compiled and killed")
 def test_a_killed_worker_ends_the_other_with_one_line(tmp_path):
     kill_and_check(tmp_path, victim=1, how=signal.SIGKILL)
 
