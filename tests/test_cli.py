@@ -56,6 +56,9 @@ def test_train_writes_metrics(tmp_path, env, network):
     assert final == records[-1]["eval/episode_return"]
 
 
+@pytest.mark.slow(
+    reason="CI's packaging step trains from another directory with the installed wheel (test_packaging.py)"
+)
 def test_cli_runs_from_any_directory(tmp_path):
     """`python -m stoixlite.rec_ppo` finds its configs from an unrelated working directory."""
     run_dir = tmp_path / "run"

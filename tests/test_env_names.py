@@ -97,6 +97,9 @@ def test_cfg_job_shows_the_family_defaults_with_the_id(capsys, monkeypatch):
     assert shown["env"]["kwargs"] == {"max_steps_in_episode": 4}
 
 
+@pytest.mark.slow(
+    reason="a multirun of two families, trained and resumed; how ids compose is tested above"
+)
 def test_a_sweep_over_ids_of_two_families_trains_each_and_resumes(tmp_path, capsys, monkeypatch):
     """``-m env=gymnasium/Acrobot-v1,gymnax/Catch-bsuite network=lstm``: each job trains its env
     with its family's defaults; ``resume=`` of a job, naming its env the same way, continues it

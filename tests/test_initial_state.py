@@ -40,7 +40,11 @@ def test_unaliased_copies_only_shared_buffers():
         pytest.param(["network=memoroid", "env=popgym/repeat_previous"], marks=pytest.mark.slow),
         pytest.param(["network=gru", "env=gymnax/Pendulum-v1"], marks=pytest.mark.slow),
         pytest.param(["network=mlp", "env=popgym/labyrinth_escape"], marks=pytest.mark.slow),
-        ["network=transformer", "env=popgym/repeat_first", "arch.num_seeds=2"],
+        pytest.param(
+            ["network=transformer", "env=popgym/repeat_first", "arch.num_seeds=2"],
+            marks=pytest.mark.slow,
+        ),
+        ["network=gru", "env=popgym/repeat_first", "arch.num_seeds=2"],
     ],
 )
 def test_initial_state_has_one_buffer_per_leaf_and_trains(overrides):

@@ -174,6 +174,7 @@ def test_gru_on_1_2_4_devices_and_2_processes_resume_and_reshard(tmp_path):
         np.testing.assert_allclose(value, full[name], rtol=RTOL, atol=ATOL, err_msg=name)
 
 
+@pytest.mark.slow(reason="a second model on 4 devices; the gru equality above covers the sharding")
 def test_memoroid_with_seeds_on_4_devices_equals_1_device(tmp_path):
     run_worker("learn", tmp_path)
     want = dict(np.load(tmp_path / "learn_d1.npz"))

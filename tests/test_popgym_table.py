@@ -323,6 +323,9 @@ def test_overrides_need_a_variant_and_seeds_are_consecutive(tmp_path, capsys):
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.slow(
+    reason="a cell interrupted mid-training; the runner's records are tested by the other tests here"
+)
 def test_ctrl_c_lets_the_cell_stop_cleanly_and_records_it(tmp_path, capsys):
     """A SIGINT to the runner alone (a scheduler's stop; a terminal's Ctrl-C reaches the same
     process group, the training processes run in their own sessions): the runner passes it on,
