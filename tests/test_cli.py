@@ -57,7 +57,8 @@ def test_train_writes_metrics(tmp_path, env, network):
 
 
 @pytest.mark.slow(
-    reason="CI's packaging step trains from another directory with the installed wheel (test_packaging.py)"
+    reason="CI's packaging step trains from another directory with the installed wheel "
+    "(test_packaging.py)"
 )
 def test_cli_runs_from_any_directory(tmp_path):
     """`python -m stoixlite.rec_ppo` finds its configs from an unrelated working directory."""

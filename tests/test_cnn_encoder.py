@@ -388,7 +388,8 @@ def test_obs_augment_wrapper_refuses_images():
 
 
 @pytest.mark.slow(
-    reason="a pixel run through the command line, resumed and evaluated; the cnn's rollout/replay identity runs by default"
+    reason="a pixel run through the command line, resumed and evaluated; the cnn's "
+    "rollout/replay identity runs by default"
 )
 def test_cli_trains_gru_cnn_on_pixels_resumes_and_evaluates(tmp_path, capsys, monkeypatch):
     """The command of docs/envs.md, tiny: two chunks, a resume that continues, and the

@@ -123,7 +123,8 @@ def test_first_update_on_policy_then_rollouts_one_update_stale():
 
 
 @pytest.mark.slow(
-    reason="a full async host run, stopped and resumed; the overlap's contract is tested by the other tests here"
+    reason="a full async host run, stopped and resumed; the overlap's contract is tested by "
+    "the other tests here"
 )
 def test_records_checkpoints_and_resume(tmp_path):
     """Training with overlap writes the records of a run without it, its first chunk (one

@@ -324,7 +324,8 @@ def test_overrides_need_a_variant_and_seeds_are_consecutive(tmp_path, capsys):
 
 
 @pytest.mark.slow(
-    reason="a cell interrupted mid-training; the runner's records are tested by the other tests here"
+    reason="a cell interrupted mid-training; the runner's records are tested by the other "
+    "tests here"
 )
 def test_ctrl_c_lets_the_cell_stop_cleanly_and_records_it(tmp_path, capsys):
     """A SIGINT to the runner alone (a scheduler's stop; a terminal's Ctrl-C reaches the same
