@@ -34,7 +34,6 @@ if __name__ == "__main__":  # before anything slow is imported: Ctrl-C is held f
 import argparse
 import logging
 import sys
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +94,11 @@ def evaluate_reference(run: Run, params: Any, episodes: int, greedy: bool, seed:
     envs = [reference.make(cfg.env.difficulty) for _ in range(episodes)]
     encode = reference.encoder(port, envs[0])
     obs = [env.reset(seed=seed + i)[0] for i, env in enumerate(envs)]
-    policy = jax.jit(partial(act, run.network.apply), static_argnames="greedy")
+
+    def act_with(params: Any, carry: Any, timestep: TimeStep, key: jax.Array, greedy: bool):
+        return act(run.network.apply, params, carry, timestep, key, greedy)[:3]
+
+    policy = jax.jit(act_with, static_argnames="greedy")
 
     def encode_action(a: np.ndarray) -> np.ndarray:
         if isinstance(space, Discrete):

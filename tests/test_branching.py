@@ -218,15 +218,12 @@ def test_masked_learn_chunk_has_no_data_dependent_branch_in_a_loop(model, obs, c
 @pytest.mark.parametrize(
     ("obs", "carries", "expected"),
     [
-        # the truncation bootstrap (run_if), the auto-reset (switch), the invalid-action sweep
+        # the truncation bootstrap (run_if), the auto-reset (switch); no invalid-action sweep:
+        # the policy's categorical covers exactly the env's actions (test below)
         (
             "vector",
             "every_step",
-            {
-                ("ppo/rollout.py", "while"),
-                ("envs/wrappers.py", "cond"),
-                ("envs/actions.py", "cond"),
-            },
+            {("ppo/rollout.py", "while"), ("envs/wrappers.py", "cond")},
         ),
         # ... and the kept carries' buffer write
         (
@@ -255,3 +252,50 @@ def test_branching_auto_is_skip_on_cpus_and_mask_on_accelerators():
     assert plan_run(cfg).ppo.branching == ("skip" if jax.default_backend() == "cpu" else "mask")
     for chosen in ("skip", "mask"):
         assert run_plan([*SMALL, f"arch.branching={chosen}"]).ppo.branching == chosen
+
+
+# --------------------------------------------------------------------------------------------
+# The policy's actions are valid by construction: no sweep over the candidate actions
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("branching", ["skip", "mask"])
+def test_policy_actions_step_the_env_once_not_once_per_candidate(branching, monkeypatch):
+    """A categorical policy over exactly the env's ``Discrete`` actions never plays an invalid
+    move, so a gymnax-style env steps each env once per rollout step: not once per candidate
+    action (``mask``: every candidate stepped and one selected) nor behind a branch on the
+    batch (``skip``: a ``cond`` per step). A wrapper that may change actions
+    (:class:`HalfInvalidActions`) keeps the sweep: the negative control. Counted at run time: a
+    host callback on each stepped observation runs once per element of its batch."""
+    from stoixlite.envs.gymnax_style import GymnaxStyleEnv
+
+    num_envs, num_actions, length = 8, 2, 16
+    stepped: list[int] = []
+    inner_step = GymnaxStyleEnv._step
+
+    def counted(self, state, action):
+        state, ts = inner_step(self, state, action)
+        jax.debug.callback(lambda _: stepped.append(1), ts.observation)
+        return state, ts
+
+    monkeypatch.setattr(GymnaxStyleEnv, "_step", counted)
+
+    def steps_and_conds(invalid: bool) -> tuple[int, list]:
+        run, phases = build(["network=mlp", *CARTPOLE_5], branching, invalid)
+        state = jax.jit(run.init_state)(jax.random.PRNGKey(0))
+        stepped.clear()
+        jax.block_until_ready(jax.jit(phases.collect)(state))
+        jax.effects_barrier()
+        jaxpr = jax.make_jaxpr(phases.collect)(state)
+        conds = [b for b in branches_in_loops(jaxpr) if b.source.startswith("envs/actions.py")]
+        return len(stepped), conds
+
+    steps, conds = steps_and_conds(invalid=False)
+    assert steps == length * num_envs
+    assert not conds, conds
+    steps, conds = steps_and_conds(invalid=True)
+    if branching == "mask":
+        assert steps == length * num_envs * num_actions
+    else:
+        assert conds, "the skip sweep's cond is gone with an action-changing wrapper"
+        assert steps > length * num_envs  # the invalid steps ran the sweep

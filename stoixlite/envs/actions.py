@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from stoixlite.envs.batching import batch_aware
-from stoixlite.envs.types import Box, Discrete, Space, TimeStep
+from stoixlite.envs.types import Box, Discrete, Space, TimeStep, actions_in_range_known
 
 
 class InvalidActionError(ValueError):
@@ -160,7 +160,13 @@ def worst_valid_step(
     outcome, or the worst: no data-dependent branch, ``n`` steps per env and step (3 for a
     ``Box``). Results are the same in every case (up to float rounding: XLA may vectorise a
     batched step differently).
+
+    Under :func:`~stoixlite.envs.types.actions_in_range` a ``Discrete`` action is stepped alone,
+    with no sweep and no branch: the caller guarantees that it is valid (the rollout and the
+    evaluator, whose categorical policy covers exactly the space's actions).
     """
+    if isinstance(space, Discrete) and actions_in_range_known():
+        return step(state, jnp.asarray(action).astype(jnp.int32))
 
     def one(state: Any, action: jax.Array) -> tuple[Any, TimeStep]:
         valid = is_valid_action(space, action)

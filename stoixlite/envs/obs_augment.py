@@ -57,6 +57,8 @@ class ObsAugmentWrapper(Wrapper):
     no place in an image (``env.obs_augment=true`` on an image env is a config error).
     """
 
+    keeps_actions = True  # hands every action on unchanged
+
     def __init__(self, env: Environment, prev_reward: bool = False, prev_action: bool = True):
         super().__init__(env)
         image = image_shape(env.observation_space)

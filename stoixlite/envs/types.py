@@ -32,6 +32,9 @@ deterministic given its inputs. Specs are static attributes (``observation_space
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
 from typing import Any, Generic, TypeVar
 
 import jax
@@ -130,12 +133,17 @@ class Environment(Generic[State]):
     ``step`` must accept any action of the right dtype and shape, valid or not: an invalid action
     is an invalid move as defined in :mod:`stoixlite.envs.actions` (never an error, never a
     success).
+
+    ``keeps_actions`` (a class attribute of wrappers): ``step`` hands the action it receives to
+    the inner env unchanged (batched or not), so a caller's :func:`actions_in_range` holds
+    below it (:func:`actions_reach_unchanged`). False for a wrapper that does not declare it.
     """
 
     observation_space: Box
     action_space: Space
     max_episode_steps: int | None = None
     registered_label: str | None = None
+    keeps_actions: bool = False
 
     def reset(self, key: jax.Array) -> tuple[State, TimeStep]:
         raise NotImplementedError
@@ -155,3 +163,38 @@ class Environment(Generic[State]):
     def label(self) -> str:
         """The env in messages: its registered name and factory arguments, else :attr:`name`."""
         return self.registered_label or self.name
+
+
+_IN_RANGE = contextvars.ContextVar("stoixlite_actions_in_range", default=False)
+
+
+@contextlib.contextmanager
+def actions_in_range(in_range: bool = True) -> Iterator[None]:
+    """While active (at trace time), the caller of ``step`` declares its ``Discrete`` actions
+    valid: drawn from (or the mode of) a categorical over exactly the space's ``n`` actions, as
+    the rollout and the evaluator know from the policy's distribution
+    (:func:`stoixlite.ppo.rollout.act`). An env may then skip what only an invalid action needs
+    (:func:`stoixlite.envs.actions.worst_valid_step` steps the action alone, with no sweep over
+    the candidates and no branch). Box actions are not covered: a NaN is an invalid move that no
+    distribution rules out."""
+    token = _IN_RANGE.set(in_range)
+    try:
+        yield
+    finally:
+        _IN_RANGE.reset(token)
+
+
+def actions_reach_unchanged(env: Environment) -> bool:
+    """Whether every wrapper from ``env`` down to the raw env (:attr:`Environment.unwrapped`)
+    hands actions on unchanged (``keeps_actions``): then actions valid for ``env`` are valid for
+    the raw env, and :func:`actions_in_range` may be declared for them."""
+    while env is not env.unwrapped:
+        if not type(env).keeps_actions:
+            return False
+        env = env.env  # a wrapper's inner env
+    return True
+
+
+def actions_in_range_known() -> bool:
+    """Whether the ``step`` being traced runs under :func:`actions_in_range`."""
+    return _IN_RANGE.get()

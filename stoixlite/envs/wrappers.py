@@ -64,6 +64,8 @@ class InvalidActionFlagWrapper(Wrapper):
     ``train/invalid_actions`` can count it. Stateless: its state is the inner env's.
     """
 
+    keeps_actions = True  # hands every action on unchanged
+
     def reset(self, key: jax.Array) -> tuple[Any, TimeStep]:
         env_state, ts = self._env.reset(key)
         return env_state, ts.replace(extras={**ts.extras, "invalid_action": jnp.asarray(False)})
@@ -84,6 +86,8 @@ class ActionCheckWrapper(Wrapper):
     line (:func:`~stoixlite.envs.actions.find_invalid_action_error` extracts it). Meant for tests
     and evaluation: the callback costs a host round trip per step.
     """
+
+    keeps_actions = True  # hands every action on unchanged
 
     def __init__(self, env: Environment, label: str | None = None):
         super().__init__(env)
@@ -136,6 +140,8 @@ class AutoResetWrapper(Wrapper):
     env's otherwise. That matters for envs with costly resets (maze and world generation, deck
     shuffles). Both modes return identical results (each env's reset depends only on its key).
     """
+
+    keeps_actions = True  # hands every action on unchanged
 
     def __init__(self, env: Environment, batch_axis: str | None = None):
         super().__init__(env)
@@ -240,6 +246,8 @@ class EpisodeStatsWrapper(Wrapper):
     On reset both are 0.
     """
 
+    keeps_actions = True  # hands every action on unchanged
+
     def reset(self, key: jax.Array) -> tuple[EpisodeStatsState, TimeStep]:
         env_state, ts = self._env.reset(key)
         zero_r = jnp.zeros((), jnp.float32)
@@ -283,6 +291,8 @@ class VmapWrapper(Wrapper):
     branch and select, without data-dependent control flow (``arch.branching``); ``"skip"``
     (the default) skips their rare work for the whole batch when no env needs it.
     """
+
+    keeps_actions = True  # hands every action on unchanged
 
     def __init__(
         self, env: Environment, num_envs: int, axis_name: str = ENV_AXIS, branching: str = "skip"

@@ -11,7 +11,8 @@ methods broadcast over any leading axes (typically ``[T, B]``).
   tanh-squashed: no Jacobian correction, exact entropy, and the greedy ``mode`` is the mean.)
 
 Every distribution implements the same four methods (``sample``, ``log_prob``, ``entropy``,
-``mode``); the PPO loss only uses this interface.
+``mode``); the PPO loss only uses this interface. A distribution whose actions are integers in
+``0..A-1`` by construction says so with a static ``support_size = A`` (:class:`Categorical`).
 """
 
 from __future__ import annotations
@@ -30,6 +31,12 @@ class Categorical:
     """Categorical distribution over ``A`` actions; ``logits`` has shape ``[..., A]``."""
 
     logits: jax.Array
+
+    @property
+    def support_size(self) -> int:
+        """Static ``A``: every sample and the mode are integers in ``0..A-1`` (the rollout then
+        tells the env its actions are valid: :func:`stoixlite.envs.types.actions_in_range`)."""
+        return self.logits.shape[-1]
 
     @property
     def log_probs(self) -> jax.Array:

@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from stoixlite.envs.types import Environment
-from stoixlite.ppo.rollout import ApplyFn, act
+from stoixlite.ppo.rollout import ApplyFn, act, step_envs
 
 
 def make_evaluator(
@@ -51,8 +51,8 @@ def make_evaluator(
         def body(loop: tuple) -> tuple:
             env_state, timestep, carry, key, done, ret, length, step = loop
             key, act_key = jax.random.split(key)
-            carry, action, _ = act(apply_fn, params, carry, timestep, act_key, greedy)
-            env_state, timestep = env.step(env_state, action)
+            carry, action, _, support = act(apply_fn, params, carry, timestep, act_key, greedy)
+            env_state, timestep = step_envs(env, env_state, action, support)
             finished = timestep.last() & ~done
             ret = jnp.where(finished, timestep.extras["episode_return"], ret)
             length = jnp.where(finished, timestep.extras["episode_length"], length)

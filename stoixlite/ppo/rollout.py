@@ -10,7 +10,15 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from stoixlite.envs.types import EPISODE_METRICS, MID, Environment, TimeStep
+from stoixlite.envs.types import (
+    EPISODE_METRICS,
+    MID,
+    Discrete,
+    Environment,
+    TimeStep,
+    actions_in_range,
+    actions_reach_unchanged,
+)
 from stoixlite.ppo.types import LearnerState, Transition
 
 ApplyFn = Callable[[Any, Any, jax.Array, jax.Array], tuple[Any, tuple[Any, jax.Array]]]
@@ -28,19 +36,39 @@ def act(
     timestep: TimeStep,
     key: jax.Array,
     greedy: bool = False,
-) -> tuple[Any, jax.Array, dict[str, jax.Array]]:
-    """One policy step for a batch of envs: ``(carry, action [N], extras)``.
+) -> tuple[Any, jax.Array, dict[str, jax.Array], int | None]:
+    """One policy step for a batch of envs: ``(carry, action [N], extras, support)``.
 
     Consumes ``timestep.observation [N, *obs_shape]`` (the memory resets where it starts an
     episode) and picks the distribution's mode (``greedy``, static) or a sample drawn with
-    ``key``. ``extras`` holds the action's ``log_prob [N]`` and the critic's ``value [N]``. The
+    ``key``. ``extras`` holds the action's ``log_prob [N]`` and the critic's ``value [N]``.
+    ``support`` (static) is the distribution's ``support_size`` (its actions are integers in
+    ``0..support-1`` by construction), ``None`` when it declares none (:func:`step_envs`). The
     rollout, the evaluator and the reference player all act through this function.
     """
     start = start_flags(timestep)
     carry, (dist, value) = apply_fn(params, carry, timestep.observation[None], start[None])
     action = dist.mode()[0] if greedy else dist.sample(key)[0]
     log_prob = dist.log_prob(action[None])[0]
-    return carry, action, {"log_prob": log_prob, "value": value[0]}
+    support = getattr(dist, "support_size", None)
+    return carry, action, {"log_prob": log_prob, "value": value[0]}, support
+
+
+def step_envs(
+    env: Environment, env_state: Any, action: jax.Array, support: int | None
+) -> tuple[Any, TimeStep]:
+    """``env.step(env_state, action)`` for actions from :func:`act`: when the policy's support is
+    exactly the env's ``Discrete`` action space, the step runs under
+    :func:`~stoixlite.envs.types.actions_in_range` (every action valid by construction), so the
+    envs skip what only an invalid action needs (the gymnax-style adapters' sweep over the
+    candidate actions, :func:`stoixlite.envs.actions.worst_valid_step`). Any other policy's
+    actions (a test's fixed actions, a Gaussian's NaN), and any stack with a wrapper that may change
+    actions (:func:`~stoixlite.envs.types.actions_reach_unchanged`), keep the full invalid-move
+    handling."""
+    space = env.action_space
+    in_range = isinstance(space, Discrete) and support == space.n and actions_reach_unchanged(env)
+    with actions_in_range(in_range):
+        return env.step(env_state, action)
 
 
 def make_policy_step(
@@ -56,8 +84,8 @@ def make_policy_step(
     def step(carry: tuple) -> tuple[tuple, Transition, jax.Array]:
         params, env_state, timestep, mem, key = carry
         key, act_key = jax.random.split(key)
-        mem, action, extras = act(apply_fn, params, mem, timestep, act_key)
-        env_state, next_ts = env.step(env_state, action)
+        mem, action, extras, support = act(apply_fn, params, mem, timestep, act_key)
+        env_state, next_ts = step_envs(env, env_state, action, support)
         next_obs = next_ts.extras["next_obs"]
         transition = Transition(
             obs=timestep.observation,

@@ -63,7 +63,7 @@ def _act(
 ) -> tuple[Any, jax.Array, dict[str, jax.Array], jax.Array]:
     """The rollout's policy step (:func:`stoixlite.ppo.rollout.act` after one key split)."""
     key, act_key = jax.random.split(key)
-    carry, action, extras = act(apply_fn, params, carry, timestep, act_key, greedy)
+    carry, action, extras, _ = act(apply_fn, params, carry, timestep, act_key, greedy)
     return carry, action, extras, key
 
 
