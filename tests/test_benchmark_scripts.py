@@ -460,6 +460,10 @@ def test_gpu_suite_rows_and_report():
     assert "| `gru` (width 128), 4,096 x 128 | 15 | 30 | 2.00x |" in lines
 
 
+@pytest.mark.slow(
+    reason="compiles the suite's 8 programs (about 60 s on 2 cores); "
+    "CI runs it as a step of its own (.ci/run)"
+)
 def test_gpu_suite_runs_at_a_cpus_sizes(tmp_path):
     """``--suite gpu`` on the CPU: one row of each kind at small sizes, in one worker process;
     the printed tables hold every row, with numbers, and the results file the rows."""
