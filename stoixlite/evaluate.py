@@ -72,7 +72,7 @@ def evaluate_port(run: Run, params: Any, episodes: int, greedy: bool, seed: int)
     evaluate = make_evaluator(
         run.network.apply, run.network.initialize_carry, env, episodes, greedy, max_steps
     )
-    out = jax.device_get(jax.jit(evaluate)(params, jax.random.PRNGKey(seed)))
+    out = jax.device_get(jax.jit(evaluate)(params, run.hyper, jax.random.PRNGKey(seed)))
     return np.asarray(out["return"], np.float64)
 
 

@@ -38,8 +38,6 @@ from stoixlite.run.signals import hold_ctrl_c
 if __name__ == "__main__":  # before anything slow is imported: Ctrl-C is held from the start
     hold_ctrl_c()
 
-import logging
-import math
 import shutil
 import sys
 import traceback
@@ -52,6 +50,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from stoixlite.cli.configs import CONFIG_DIR, read_config, sweep_name
+from stoixlite.cli.sweep_callback import record_failure
 from stoixlite.config.parse import parse_distributed
 from stoixlite.config.strict import ConfigError
 from stoixlite.run.signals import (
@@ -62,8 +61,6 @@ from stoixlite.run.signals import (
     raise_if_ctrl_c,
     release_ctrl_c,
 )
-
-log = logging.getLogger("stoixlite")
 
 
 def train(cfg: DictConfig, run_dir: Path, resume: bool = False) -> float:
@@ -110,16 +107,6 @@ def _abandon(run_dir: Path, output_dir: Path) -> NoReturn:
     print(_interrupted_line(run_dir), file=sys.stderr)
     _remove_litter(output_dir)
     raise Abandoned(interrupted_exit_code()) from None
-
-
-def _job_failed(run_dir: Path, message: str, summary: str | None = None) -> float:
-    """Record a failed multirun job and let the sweep continue; the log line is ``summary``
-    (default: the message's last line)."""
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "error.txt").write_text(message)
-    summary = summary or message.strip().splitlines()[-1]
-    log.error("job failed (details in %s): %s", run_dir / "error.txt", summary)
-    return math.nan
 
 
 @hydra.main(version_base=None, config_path=str(CONFIG_DIR), config_name="config")
@@ -178,7 +165,7 @@ def main(cfg: DictConfig) -> float:
         if ctrl_c_pending():  # e.g. SIGTERM to the process group ended a host env's workers
             _abandon(run_dir, Path(hydra_cfg.runtime.output_dir))
         if multirun:
-            return _job_failed(run_dir, f"{type(err).__name__}: {err}\n")
+            return record_failure(run_dir, f"{type(err).__name__}: {err}\n")
         kind = "config error" if isinstance(err, ConfigError) else "error"
         for line in str(err).splitlines():
             print(f"{kind}: {line}", file=sys.stderr)
@@ -191,7 +178,7 @@ def main(cfg: DictConfig) -> float:
         if ctrl_c_pending():  # what an interrupted write or import raised
             _abandon(run_dir, Path(hydra_cfg.runtime.output_dir))
         if multirun:
-            return _job_failed(run_dir, f"{type(err).__name__}: {err}\n")
+            return record_failure(run_dir, f"{type(err).__name__}: {err}\n")
         from stoixlite.tracking.checkpointing import CheckpointWriteError
 
         what = "" if isinstance(err, CheckpointWriteError) else "cannot write the run's outputs: "
@@ -208,7 +195,7 @@ def main(cfg: DictConfig) -> float:
         end_if_peer_lost(err)  # several processes, one lost: the line, and the process ends
         if several_processes():  # this process alone failed: the others notice it gone
             if multirun:
-                _job_failed(run_dir, traceback.format_exc())
+                record_failure(run_dir, traceback.format_exc())
             else:
                 traceback.print_exc()
             _exit(1)
@@ -216,7 +203,7 @@ def main(cfg: DictConfig) -> float:
             raise
         # the exception's own first line, not what a library appended to the traceback
         only = "".join(traceback.format_exception_only(type(err), err)).strip().splitlines()
-        return _job_failed(run_dir, traceback.format_exc(), only[0] if only else None)
+        return record_failure(run_dir, traceback.format_exc(), only[0] if only else None)
 
 
 def _supervise_processes(cfg: DictConfig) -> None:

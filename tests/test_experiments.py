@@ -28,6 +28,7 @@ from stoixlite.config.plan import plan_run
 from stoixlite.config.strict import ConfigError
 from stoixlite.run.build import build_run
 from stoixlite.run.loop import train
+from stoixlite.run.resume import checkpoint_tree
 from stoixlite.run.signals import TrainingInterrupted
 from stoixlite.tracking.checkpointing import Checkpointer, CheckpointMismatchError, checkpoint_dir
 from stoixlite.tracking.jsonl import read_jsonl
@@ -46,7 +47,7 @@ def stable(records: list[dict]) -> list[dict]:
 def final_arrays(cfg, run_dir: Path) -> dict[str, np.ndarray]:
     state, key = build_run(plan_run(cfg)).init()
     with Checkpointer(checkpoint_dir(run_dir), config_fingerprint(cfg.to_dict())) as ckpt:
-        tree, host, step = ckpt.restore({"learner": state, "host_key": key})
+        tree, host, step = ckpt.restore(checkpoint_tree(state, key))
     assert step == cfg.arch.num_evaluations and host["chunk"] == step
     return pack_state(tree)[0]
 

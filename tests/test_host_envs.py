@@ -62,7 +62,7 @@ def test_repeat_previous_host_equals_jax_port():
         j_state = j_state.replace(env_state=env_state, timestep=ts)
         jax.tree.map(np.testing.assert_array_equal, h_state.params, j_state.params)
 
-        phases = make_update_phases(port.network.apply, port.env, port.optimizer, port.ppo)
+        phases = make_update_phases(port.network.apply, port.env, port.ppo)
         j_after, j_data = jax.jit(phases.collect)(j_state)
         h_after, h_data = host.collect(h_state)
         # the JAX rollout keeps no per-step next observation (only what its bootstrap needs):

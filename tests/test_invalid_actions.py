@@ -313,6 +313,7 @@ def test_evaluate_plays_in_checked_mode():
     from conftest import compose_config
 
     from stoixlite.config.parse import parse
+    from stoixlite.config.plan import plan_run
     from stoixlite.evaluate import evaluate_port
 
     cfg = parse(compose_config(["env=popgym/battleship", "env.difficulty=easy"]))
@@ -326,7 +327,7 @@ def test_evaluate_plays_in_checked_mode():
         return carry, (_Greedy(actions), jnp.zeros(obs.shape[:2], jnp.float32))
 
     network = SimpleNamespace(apply=apply_fn, initialize_carry=lambda n: jnp.zeros((n,)))
-    run = SimpleNamespace(config=cfg, network=network)
+    run = SimpleNamespace(config=cfg, network=network, hyper=plan_run(cfg).hyper.as_arrays())
     with pytest.raises(Exception) as info:
         evaluate_port(run, None, 2, greedy=True, seed=0)
     message = find_invalid_action_error(info.value)

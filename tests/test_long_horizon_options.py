@@ -53,16 +53,17 @@ def test_chrono_init_keeps_the_state(name):
 
 def test_popgym_protocol_preset():
     cfg = compose_config(["+protocol=popgym", "network=gru", "env=popgym/repeat_first"])
-    ppo = plan_run(parse(cfg)).ppo
+    plan = plan_run(parse(cfg))
+    ppo, hyper = plan.ppo, plan.hyper
     assert cfg.arch.total_timesteps == 15_000_000 and ppo.num_envs == 64
     assert ppo.rollout_length == 1024 and ppo.bptt_length == 0
     assert ppo.num_envs * ppo.rollout_length // ppo.num_minibatches == 8 * 1024
     assert cfg.network.hidden_size == 256 and cfg.network.embed_size == 128
     assert cfg.network.head_size == 128 and cfg.env.obs_augment is True
     assert cfg.env.obs_prev_action is True  # the paper feeds it to every task
-    assert ppo.gamma == 0.99
+    assert hyper.gamma == 0.99
     # RLlib's PPO defaults the paper ran with, over the env's own (repeat_first: lr 3e-3, 512)
-    assert ppo.epochs == 30 and ppo.lr == 5e-5 and ppo.anneal_lr is False
-    assert ppo.gae_lambda == 1.0 and ppo.clip_eps == 0.3 and ppo.ent_coef == 0.0
-    assert ppo.vf_coef == 1.0 and ppo.value_clip_eps == 0.0
+    assert ppo.epochs == 30 and hyper.lr == 5e-5 and ppo.anneal_lr is False
+    assert hyper.gae_lambda == 1.0 and hyper.clip_eps == 0.3 and hyper.ent_coef == 0.0
+    assert hyper.vf_coef == 1.0 and hyper.value_clip_eps == 0.0
     assert ppo.normalize_advantages is False

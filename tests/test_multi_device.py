@@ -28,6 +28,7 @@ from stoixlite.config.parse import parse
 from stoixlite.config.plan import plan_run
 from stoixlite.config.strict import ConfigError
 from stoixlite.run.build import build_run
+from stoixlite.run.resume import checkpoint_tree
 from stoixlite.tracking.checkpointing import Checkpointer, checkpoint_dir
 from stoixlite.tracking.jsonl import read_jsonl
 from stoixlite.tracking.state_arrays import pack_state
@@ -125,7 +126,7 @@ def final_state(run_dir: Path) -> dict[str, np.ndarray]:
     cfg = parse(saved)
     state, key = build_run(plan_run(cfg)).init()
     with Checkpointer(checkpoint_dir(run_dir), config_fingerprint(cfg.to_dict())) as ckpt:
-        tree, _, step = ckpt.restore({"learner": state, "host_key": key})
+        tree, _, step = ckpt.restore(checkpoint_tree(state, key))
     assert step == cfg.arch.num_evaluations
     return {name: np.asarray(value) for name, value in pack_state(tree)[0].items()}
 

@@ -58,7 +58,8 @@ def replay_deviations(exp, key, cases=((0, 0), (4, 0)), zero_carries: bool = Fal
             batch = make_sequences(traj, adv, target, stored, bptt, burn_in)
             if zero and burn_in:
                 batch = batch.replace(init_carry=jax.tree.map(jnp.zeros_like, batch.init_carry))
-            metrics.append(ppo_loss(state.params, exp.network.apply, batch, exp.ppo)[1])
+            loss = ppo_loss(state.params, exp.network.apply, batch, exp.ppo, state.hyper)
+            metrics.append(loss[1])
         return metrics, traj
 
     return jax.jit(run)(key)

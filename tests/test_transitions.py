@@ -77,7 +77,9 @@ def loss_and_grads(exp, shift: float):
             init_carry=jax.tree.map(lambda c: jnp.take(c, index, axis=0), steps.init_carry),
         )
         params = jax.tree.map(lambda p: p + shift, state.params)
-        grad = jax.grad(lambda p, b: ppo_loss(p, exp.network.apply, b, exp.ppo), has_aux=True)
+        grad = jax.grad(
+            lambda p, b: ppo_loss(p, exp.network.apply, b, exp.ppo, state.hyper), has_aux=True
+        )
         return grad(params, seq_batch), grad(params, step_batch), traj
 
     return jax.jit(run)(jax.random.PRNGKey(0))

@@ -60,10 +60,10 @@ def phase_programs(exp, updates: int) -> tuple[dict[str, Callable], object]:
 
     cfg, apply_fn = exp.ppo, exp.network.apply
     unroll = exp.config.system.rollout_unroll
-    phases = make_update_phases(apply_fn, exp.env, exp.optimizer, cfg, rollout_unroll=unroll)
+    phases = make_update_phases(apply_fn, exp.env, cfg, rollout_unroll=unroll)
     state = exp.init_state(jax.random.PRNGKey(0))
     _, data = jax.jit(phases.collect)(state)
-    sequences, _ = jax.jit(phases.prepare)(data)
+    sequences, _ = jax.jit(phases.prepare)(data, state.hyper)
 
     def checksum(tree) -> jax.Array:  # keeps every output of a phase alive
         return sum(jnp.sum(x.astype(jnp.float32)) for x in jax.tree.leaves(tree))
@@ -79,23 +79,23 @@ def phase_programs(exp, updates: int) -> tuple[dict[str, Callable], object]:
     programs = {
         "rollout": jax.jit(lambda s: repeat(collect_kept, (s, jnp.float32(0)))),
         "prepare": jax.jit(
-            lambda d: jax.lax.map(lambda _: checksum(phases.prepare(d)), jnp.arange(updates))
+            lambda d, h: jax.lax.map(lambda _: checksum(phases.prepare(d, h)), jnp.arange(updates))
         ),
         "epochs": jax.jit(lambda s, q: repeat(lambda c: phases.epochs(c, q)[0], s)),
         "update": jax.jit(lambda s: repeat(lambda c: exp.update(c)[0], s)),
     }
     args = {
         "rollout": (state,),
-        "prepare": (data,),
+        "prepare": (data, state.hyper),
         "epochs": (state, sequences),
         "update": (state,),
     }
     # one minibatch step's gradient alone, on the first (unshuffled) minibatch
-    grad_fn = jax.grad(lambda p, b: ppo_loss(p, apply_fn, b, cfg), has_aux=True)
+    grad_fn = jax.grad(lambda p, b, h: ppo_loss(p, apply_fn, b, cfg, h), has_aux=True)
     unshuffled = jnp.arange(sequences.start.shape[1])
     first = take_minibatch(sequences, unshuffled, 0, cfg.num_minibatches)
-    programs["minibatch gradient"] = jax.jit(lambda p, b: grad_fn(p, b)[0])
-    args["minibatch gradient"] = (state.params, first)
+    programs["minibatch gradient"] = jax.jit(lambda p, b, h: grad_fn(p, b, h)[0])
+    args["minibatch gradient"] = (state.params, first, state.hyper)
     return programs, args
 
 

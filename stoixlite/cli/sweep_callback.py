@@ -15,6 +15,8 @@ that run jobs elsewhere). Enabled in ``configs/config.yaml`` through
 
 from __future__ import annotations
 
+import logging
+import math
 import sys
 import time
 from pathlib import Path
@@ -26,6 +28,19 @@ from omegaconf import DictConfig, OmegaConf
 
 ERROR_FILE = "error.txt"
 EXIT_CODE = 1
+
+
+def record_failure(run_dir: Path, message: str, summary: str | None = None) -> float:
+    """A failed multirun job: ``message`` (its error, or traceback) in ``<run_dir>/error.txt`` and
+    one log line, ``summary`` (default: the message's last line); returns NaN, the job's value for
+    the sweeper (a failed trial for Optuna)."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / ERROR_FILE).write_text(message)
+    summary = summary or message.strip().splitlines()[-1]
+    logging.getLogger("stoixlite").error(
+        "job failed (details in %s): %s", run_dir / ERROR_FILE, summary
+    )
+    return math.nan
 
 
 def failure_summary(sweep_dir: Path, failed: list[Path], num_jobs: int | None) -> str:

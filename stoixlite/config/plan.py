@@ -6,12 +6,15 @@ loop and the resume checks all read it, and none of them derives any of it again
 
 * splits the budget into compiled learn chunks (:func:`chunk_split`) and says in one line where
   the run trains another number of steps or chunks than the config asks (``budget_note``);
-* makes the static :class:`~stoixlite.ppo.types.PPOConfig` of the learner;
+* makes the static :class:`~stoixlite.ppo.types.PPOConfig` of the learner, and the values its
+  programs take as inputs (:class:`~stoixlite.ppo.types.Hyper`; the env's params among them are
+  the run's, :func:`stoixlite.run.parts.run_hyper`);
 * selects the run's devices (:func:`select_devices`) and checks that the envs and every
   minibatch split evenly over them (:func:`~stoixlite.config.checks.check_device_split`);
 * reads the config's plain dict once, and from it the checkpoint fingerprint
   (:func:`~stoixlite.config.fingerprint.config_fingerprint`), the YAML saved as the run's
-  ``config.yaml`` and the key of the compiled programs' cache.
+  ``config.yaml`` and the key of the compiled programs' cache (without the seed and the
+  ``Hyper`` values: runs that differ only in them share their programs).
 """
 
 from __future__ import annotations
@@ -28,15 +31,15 @@ from stoixlite.config.checks import check_device_split
 from stoixlite.config.fingerprint import config_fingerprint
 from stoixlite.config.schema import RunConfig
 from stoixlite.config.strict import ConfigError
-from stoixlite.ppo.types import PPOConfig
+from stoixlite.ppo.types import HYPER_KEYS, Hyper, PPOConfig
 
 # Equal chunks of whole updates rarely fit a budget exactly: the run keeps arch.num_evaluations
 # while that trains at least this share of the budget's updates, else takes fewer chunks.
 KEPT_BUDGET_SHARE = 0.95
 # Config groups that change no compiled program (what the run writes, how its processes meet).
 _UNCOMPILED_GROUPS = ("logger", "checkpoint", "distributed", "resume")
-# arch keys that change no compiled program (seed: an input; target_return: a host-side check).
-_UNCOMPILED_ARCH_KEYS = ("seed", "target_return")
+# arch keys that change no compiled program (seed: an input; the others: host-side checks).
+_UNCOMPILED_ARCH_KEYS = ("seed", "target_return", "on_nonfinite", "max_rollbacks")
 
 
 def chunk_split(num_updates: int, max_chunks: int) -> tuple[int, int]:
@@ -90,6 +93,7 @@ class RunPlan:
     num_chunks: int  # compiled learn chunks, an evaluation after each
     steps_per_update: int  # arch.num_envs x system.rollout_length
     ppo: PPOConfig  # the learner's static settings (updates_per_chunk, num_updates trained)
+    hyper: Hyper  # the system values the programs take as inputs (floats; env params: the run's)
     total_steps: int  # env steps the run trains: whole updates in whole chunks
     chunking: str  # "<chunks> chunks x <updates per chunk> updates x <steps per update> steps"
     budget_note: str | None  # one line when the run trains other steps or chunks than asked
@@ -98,7 +102,8 @@ class RunPlan:
     config_dict: dict[str, Any]  # RunConfig.to_dict(): the config W&B shows
     fingerprint: dict[str, Any]  # what a checkpoint must agree on (config_fingerprint)
     saved_config: str  # the YAML of the run's config.yaml (without the processes' settings)
-    compile_key: str  # everything the compiled programs depend on (not the seed, the outputs)
+    # everything the compiled programs depend on (not the seed, the Hyper values, the outputs)
+    compile_key: str
 
     @property
     def steps_per_chunk(self) -> int:
@@ -164,6 +169,7 @@ def _derive(cfg: RunConfig, devices: tuple[jax.Device, ...]) -> RunPlan:
         num_chunks=num_chunks,
         steps_per_update=steps_per_update,
         ppo=ppo,
+        hyper=Hyper(**{key: float(getattr(cfg.system, key)) for key in HYPER_KEYS}),
         total_steps=total_steps,
         chunking=chunking,
         budget_note=_budget_note(cfg, num_updates, num_chunks, total_steps, chunking),
@@ -178,9 +184,10 @@ def _derive(cfg: RunConfig, devices: tuple[jax.Device, ...]) -> RunPlan:
 
 def _compile_key(container: dict[str, Any]) -> str:
     """The JSON of what the compiled programs depend on: the config without the groups and keys
-    that change none of them."""
+    that change none of them (the programs take the seed and the ``Hyper`` values as inputs)."""
     compiled = {k: v for k, v in container.items() if k not in _UNCOMPILED_GROUPS}
     compiled["arch"] = {k: v for k, v in compiled["arch"].items() if k not in _UNCOMPILED_ARCH_KEYS}
+    compiled["system"] = {k: v for k, v in compiled["system"].items() if k not in HYPER_KEYS}
     return json.dumps(compiled, sort_keys=True, default=str)
 
 

@@ -155,7 +155,6 @@ class CraftaxEnv(GymnaxStyleEnv):
         )
         # (name, index into the state's achievement flags), in Craftax's enum order
         self.achievements = tuple((a.name.lower(), int(a.value)) for a in achievement)
-        self._untimed_params = params.replace(max_timesteps=_NO_TIME_LIMIT)
 
     def terminated_truncated(
         self, env_state: Any, done: jax.Array, info: dict[str, Any]
@@ -163,8 +162,10 @@ class CraftaxEnv(GymnaxStyleEnv):
         """Death, lava or the boss terminate (Craftax's ``is_terminal`` without its time limit);
         ``timestep >= max_timesteps`` truncates."""
         del done, info
-        terminated = self._env.is_terminal(env_state, self._untimed_params)
-        return terminated, env_state.timestep >= self._params.max_timesteps
+        params = self.params
+        untimed = params.replace(max_timesteps=_NO_TIME_LIMIT)
+        terminated = self._env.is_terminal(env_state, untimed)
+        return terminated, env_state.timestep >= params.max_timesteps
 
     def episode_metrics(self, env_state: Any) -> dict[str, jax.Array]:
         """``achievements`` (distinct achievements unlocked so far) and ``achievement/<name>``

@@ -158,7 +158,7 @@ class GymnaxEnv(GymnaxStyleEnv):
         """gymnax 1.0: ``done`` of ``step_env`` is the natural termination; the time limit is
         ``is_truncated`` of the post-step state."""
         del info
-        return done, self._env.is_truncated(env_state, self._params)
+        return done, self._env.is_truncated(env_state, self.params)
 
 
 # Every id of gymnax.registered_envs (gymnax 1.0) that runs offline; tests/test_gymnax_adapter.py

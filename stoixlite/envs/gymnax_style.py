@@ -38,6 +38,8 @@ action at that state (:func:`stoixlite.envs.actions.worst_valid_step`; Box actio
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -168,6 +170,10 @@ def replace_params(
     )
 
 
+# Whether an env's float params trace (GymnaxStyleEnv.traceable_params), per kind of env.
+_TRACES: dict[tuple[Any, ...], bool] = {}
+
+
 class GymnaxStyleEnv(Environment):
     """A gymnax-style env as a stoixlite :class:`Environment` (unbatched, no auto-reset).
 
@@ -191,6 +197,8 @@ class GymnaxStyleEnv(Environment):
     ):
         self._env = functional
         self._params = params
+        self._bound: dict[str, Any] = {}  # values given by with_params (traced or not)
+        self._traceable: dict[str, float] | None = None  # computed on first use
         self._name = name
         observation = convert_space(
             functional.observation_space(params), flatten=True, keep_images=keep_images
@@ -205,7 +213,55 @@ class GymnaxStyleEnv(Environment):
 
     @property
     def params(self) -> Any:
-        return self._params
+        """The params the env computes with: its own, with the values of :meth:`with_params`."""
+        return self._params.replace(**self._bound) if self._bound else self._params
+
+    def traceable_params(self) -> dict[str, float]:
+        """The params that are plain floats (not bools, integers or arrays: those may shape or
+        select what the env computes) and that the env computes with as traced values (checked
+        once by tracing a reset and a step with them as inputs; none if that fails)."""
+        if self._traceable is None:
+            fields = {k: getattr(self._params, k) for k in self._params.__dataclass_fields__}
+            floats = {
+                k: float(v)
+                for k, v in fields.items()
+                if isinstance(v, (float, np.floating)) and not isinstance(v, bool)
+            }
+            check = (type(self), type(self._env), self._name, tuple(sorted(floats)))
+            if check not in _TRACES:  # one trace per kind of env and process
+                _TRACES[check] = bool(floats) and self._traces(floats)
+            self._traceable = floats if _TRACES[check] else {}
+        return dict(self._traceable)
+
+    def _traces(self, values: dict[str, float]) -> bool:
+        """Whether a reset and a step run with ``values`` as traced inputs."""
+        action = jnp.zeros(self.action_space.shape, self.action_space.dtype)
+
+        def reset_step(params: dict[str, jax.Array], key: jax.Array) -> Any:
+            env = self.with_params(params)
+            return env.step(env.reset(key)[0], action)
+
+        traced = {k: jax.ShapeDtypeStruct((), jnp.float32) for k in values}
+        try:
+            jax.eval_shape(reset_step, traced, jax.ShapeDtypeStruct((2,), jnp.uint32))
+        except Exception:  # a value used in Python control flow or as a shape: kept constant
+            return False
+        return True
+
+    def bound_params(self) -> dict[str, Any]:
+        return dict(self._bound)
+
+    def with_params(self, values: Mapping[str, Any]) -> GymnaxStyleEnv:
+        """A copy computing with ``values`` for those fields of its params (see
+        :meth:`traceable_params`; any field of the params dataclass is accepted)."""
+        if not values:
+            return self
+        unknown = sorted(set(values) - set(self._params.__dataclass_fields__))
+        if unknown:
+            raise ValueError(f"{self._name} has no params {unknown}")
+        bound = copy.copy(self)
+        bound._bound = dict(values)
+        return bound
 
     @property
     def name(self) -> str:
@@ -240,17 +296,26 @@ class GymnaxStyleEnv(Environment):
 
     def reset(self, key: jax.Array) -> tuple[GymnaxState, TimeStep]:
         key, reset_key = jax.random.split(key)
-        obs, env_state = self._env.reset_env(reset_key, self._params)
+        obs, env_state = self._env.reset_env(reset_key, self.params)
         return GymnaxState(env_state, key), restart(self._obs(obs), self._extras(env_state))
 
     def step(self, state: GymnaxState, action: jax.Array) -> tuple[GymnaxState, TimeStep]:
-        """One step; an invalid action is the worst valid one (see module docstring)."""
-        return worst_valid_step(self._step, self.action_space, state, action)
+        """One step; an invalid action is the worst valid one (see module docstring). The bound
+        params travel with the state through the sweep (a custom_vmap, which takes no traced
+        values from its closure)."""
+
+        def step(both: tuple[dict[str, Any], GymnaxState], action: jax.Array) -> Any:
+            params, inner = both
+            inner, ts = self.with_params(params)._step(inner, action)
+            return (params, inner), ts
+
+        (_, state), ts = worst_valid_step(step, self.action_space, (self._bound, state), action)
+        return state, ts
 
     def _step(self, state: GymnaxState, action: jax.Array) -> tuple[GymnaxState, TimeStep]:
         key, step_key = jax.random.split(state.key)
         obs, env_state, reward, done, info = self._env.step_env(
-            step_key, state.env_state, action, self._params
+            step_key, state.env_state, action, self.params
         )
         terminated, truncated = self.terminated_truncated(env_state, done, info)
         terminated = jnp.asarray(terminated, jnp.bool_)

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any, Generic, TypeVar
 
 import jax
@@ -137,6 +137,13 @@ class Environment(Generic[State]):
     ``keeps_actions`` (a class attribute of wrappers): ``step`` hands the action it receives to
     the inner env unchanged (batched or not), so a caller's :func:`actions_in_range` holds
     below it (:func:`actions_reach_unchanged`). False for a wrapper that does not declare it.
+
+    Traced parameters: an env may name parameters that a compiled program can take as inputs
+    instead of constants (:meth:`traceable_params`, e.g. a gymnax-style env's float
+    ``EnvParams``); :meth:`with_params` gives the env computing with other values of them (traced
+    arrays allowed), and :meth:`bound_params` the values it was given. The learner binds a run's
+    values (``Hyper.env``, :mod:`stoixlite.ppo.types`) inside its program, so runs that differ
+    only in them share one program.
     """
 
     observation_space: Box
@@ -150,6 +157,21 @@ class Environment(Generic[State]):
 
     def step(self, state: State, action: jax.Array) -> tuple[State, TimeStep]:
         raise NotImplementedError
+
+    def traceable_params(self) -> dict[str, float]:
+        """``{name: value}`` of the parameters a program may take as inputs (none by default)."""
+        return {}
+
+    def bound_params(self) -> dict[str, Any]:
+        """The values given by :meth:`with_params` (empty when none were)."""
+        return {}
+
+    def with_params(self, values: Mapping[str, Any]) -> Environment:
+        """This env computing with ``values`` (a subset of :meth:`traceable_params`' names;
+        arrays, traced or not) for those parameters; itself when ``values`` is empty."""
+        if values:
+            raise ValueError(f"{self.label} takes no traced parameters; got {sorted(values)}")
+        return self
 
     @property
     def unwrapped(self) -> Environment:

@@ -1,5 +1,6 @@
 """The base of every wrapper: :class:`Wrapper` forwards an inner env's specs, ``unwrapped``,
-``name``, ``label``, ``reset`` and ``step``; :func:`select_tree` picks between two states or
+``name``, ``label``, ``reset``, ``step`` and traced parameters (``with_params`` rebinds the inner
+env); :func:`select_tree` picks between two states or
 timesteps per env (the auto-reset's select).
 
 A wrapper's state is a ``flax.struct`` dataclass holding the inner state (``env_state``) plus its
@@ -8,6 +9,8 @@ own fields (:mod:`stoixlite.envs.wrappers` lists the standard stack).
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Mapping
 from typing import Any
 
 import jax
@@ -40,6 +43,20 @@ class Wrapper(Environment):
     @property
     def unwrapped(self) -> Environment:
         return self._env.unwrapped
+
+    def traceable_params(self) -> dict[str, float]:
+        return self._env.traceable_params()
+
+    def bound_params(self) -> dict[str, Any]:
+        return self._env.bound_params()
+
+    def with_params(self, values: Mapping[str, Any]) -> Environment:
+        """A copy of this wrapper around the inner env :meth:`with_params` ``values``."""
+        if not values:
+            return self
+        bound = copy.copy(self)
+        bound._env = self._env.with_params(values)
+        return bound
 
     @property
     def name(self) -> str:

@@ -158,11 +158,17 @@ class AutoResetWrapper(Wrapper):
         return AutoResetState(env_state, key), ts.replace(extras=extras)
 
     def _reset_where_done(
-        self, done: jax.Array, key: jax.Array, env_state: Any, observation: jax.Array
+        self,
+        done: jax.Array,
+        key: jax.Array,
+        env_state: Any,
+        observation: jax.Array,
+        params: dict[str, Any],
     ) -> tuple[Any, jax.Array, jax.Array]:
-        """``(env_state, key, observation)``, replaced by a fresh episode's where ``done``."""
+        """``(env_state, key, observation)``, replaced by a fresh episode's where ``done``;
+        ``params``: the inner env's bound parameters (see :meth:`step`)."""
         new_key, reset_key = jax.random.split(key)
-        reset_state, reset_ts = self._env.reset(reset_key)
+        reset_state, reset_ts = self._env.with_params(params).reset(reset_key)
         return (
             select_tree(done, reset_state, env_state),
             jnp.where(done, new_key, key),
@@ -170,7 +176,12 @@ class AutoResetWrapper(Wrapper):
         )
 
     def _reset_done_envs(
-        self, done: jax.Array, key: jax.Array, env_state: Any, observation: jax.Array
+        self,
+        done: jax.Array,
+        key: jax.Array,
+        env_state: Any,
+        observation: jax.Array,
+        params: dict[str, Any],
     ) -> tuple[Any, jax.Array, jax.Array]:
         """:meth:`_reset_where_done` of a whole batch (a leading ``[B]`` axis on every leaf):
         nothing when no env is done, the done envs' resets alone when at most
@@ -185,7 +196,9 @@ class AutoResetWrapper(Wrapper):
             read = jnp.where(slot < count, index, 0)
             write = jnp.where(slot < count, index, size)  # out of bounds: dropped
             new_key, reset_key = jnp.moveaxis(jax.vmap(jax.random.split)(key[read]), 1, 0)
-            reset_state, reset_ts = jax.vmap(self._env.reset)(reset_key)
+            reset_state, reset_ts = jax.vmap(lambda k, p: self._env.with_params(p).reset(k))(
+                reset_key, jax.tree.map(lambda x: x[read], params)
+            )
             put = lambda x, y: x.at[write].set(y, mode="drop")  # noqa: E731
             return (
                 jax.tree.map(put, env_state, reset_state),
@@ -196,7 +209,7 @@ class AutoResetWrapper(Wrapper):
         branches = [
             lambda: (env_state, key, observation),
             few,
-            lambda: jax.vmap(self._reset_where_done)(done, key, env_state, observation),
+            lambda: jax.vmap(self._reset_where_done)(done, key, env_state, observation, params),
         ]
         which = jnp.where(count == 0, 0, jnp.where(count <= pool, 1, 2))
         return jax.lax.switch(which, branches)
@@ -204,7 +217,9 @@ class AutoResetWrapper(Wrapper):
     def step(self, state: AutoResetState, action: jax.Array) -> tuple[AutoResetState, TimeStep]:
         env_state, ts = self._env.step(state.env_state, action)
         done = ts.step_type == LAST
-        operands = (done, state.key, env_state, ts.observation)
+        # The inner env's traced parameters go in as operands: the batch-aware reset is a
+        # custom_vmap, which takes no traced values from its closure.
+        operands = (done, state.key, env_state, ts.observation, self._env.bound_params())
         if self.batch_axis is None:
             env_state, key, observation = self._reset_where_done(*operands)
         else:

@@ -46,18 +46,20 @@ from stoixlite.ppo.sequences import (
     sequence_length,
     take_minibatch,
 )
-from stoixlite.ppo.types import LearnerState, PPOConfig, Transition
+from stoixlite.ppo.types import Hyper, LearnerState, PPOConfig, Transition
 
 
-def make_optimizer(cfg: PPOConfig) -> optax.GradientTransformation:
-    """Adam with global-norm gradient clipping and optional linear LR annealing to 0."""
+def make_optimizer(cfg: PPOConfig, hyper: Hyper) -> optax.GradientTransformation:
+    """Adam with global-norm gradient clipping and optional linear LR annealing to 0, with the
+    rate, clipping norm and epsilon of ``hyper`` (traced values inside a program; the state's
+    structure does not depend on them, so a run initialises it from its config's values)."""
     steps_per_update = cfg.epochs * cfg.num_minibatches
     if cfg.anneal_lr:
-        lr = optax.linear_schedule(cfg.lr, 0.0, cfg.num_updates * steps_per_update)
+        lr = optax.linear_schedule(hyper.lr, 0.0, cfg.num_updates * steps_per_update)
     else:
-        lr = cfg.lr
+        lr = hyper.lr
     return optax.chain(
-        optax.clip_by_global_norm(cfg.max_grad_norm), optax.adam(lr, eps=cfg.adam_eps)
+        optax.clip_by_global_norm(hyper.max_grad_norm), optax.adam(lr, eps=hyper.adam_eps)
     )
 
 
@@ -108,17 +110,20 @@ class Collected(NamedTuple):
 class UpdatePhases(NamedTuple):
     """The three phases of one update, pure functions that :func:`make_update` chains.
 
-    * ``collect(state) -> (state, Collected)``: the rollout and the bootstrap values;
-    * ``prepare(Collected) -> (SequenceBatch, target [T, N])``: GAE and the training sequences;
+    * ``collect(state) -> (state, Collected)``: the rollout and the bootstrap values (the env
+      computing with ``state.hyper.env``);
+    * ``prepare(Collected, Hyper) -> (SequenceBatch, target [T, N])``: GAE and the training
+      sequences;
     * ``epochs(state, SequenceBatch) -> (state, loss metrics [epochs, minibatches])``: the
-      shuffled minibatch steps (params, optimiser state and key advance).
+      shuffled minibatch steps (params, optimiser state and key advance), with the loss and
+      optimiser values of ``state.hyper``.
 
     ``python -m stoixlite.benchmark profile`` times them separately, so what it profiles is what
     trains.
     """
 
     collect: Callable[[LearnerState], tuple[LearnerState, Collected]]
-    prepare: Callable[[Collected], tuple[SequenceBatch, jax.Array]]
+    prepare: Callable[[Collected, Hyper], tuple[SequenceBatch, jax.Array]]
     epochs: Callable[[LearnerState, SequenceBatch], tuple[LearnerState, dict[str, jax.Array]]]
 
 
@@ -167,29 +172,29 @@ def learner_keys(key: jax.Array) -> tuple[jax.Array, jax.Array]:
 def make_update_phases(
     apply_fn: ApplyFn,
     env: Environment,
-    tx: optax.GradientTransformation,
     cfg: PPOConfig,
     rollout_unroll: int = 1,
     layout_minibatch: Callable[[SequenceBatch], SequenceBatch] | None = None,
 ) -> UpdatePhases:
     """Build the phases of :func:`make_update` (same arguments)."""
-    grad_fn = jax.grad(lambda p, b: ppo_loss(p, apply_fn, b, cfg), has_aux=True)
+    grad_fn = jax.grad(lambda p, b, h: ppo_loss(p, apply_fn, b, cfg, h), has_aux=True)
     bptt = sequence_length(cfg)
     chunk_starts, burn_starts = carry_steps(cfg.rollout_length, bptt, cfg.burn_in)
 
     def collect(state: LearnerState) -> tuple[LearnerState, Collected]:
+        bound = env.with_params(state.hyper.env)
         masked = cfg.branching == "mask"
         if keeps_sequence_starts(cfg.rollout_carries, state.carry):
             keep = sorted(set(chunk_starts) | set(burn_starts))
             roll = rollout_masked if masked else rollout_keeping
             state, traj, stored, next_value = roll(
-                apply_fn, env, state, cfg.rollout_length, tuple(keep), rollout_unroll
+                apply_fn, bound, state, cfg.rollout_length, tuple(keep), rollout_unroll
             )
             row = keep.index  # stored[keep.index(t)] is the carry before step t
         elif masked:
             initial_carry = state.carry
             state, traj, carries_after, next_value = rollout_masked(
-                apply_fn, env, state, cfg.rollout_length, unroll=rollout_unroll
+                apply_fn, bound, state, cfg.rollout_length, unroll=rollout_unroll
             )
             data = collected(
                 apply_fn, cfg, state.params, initial_carry, traj, carries_after, None, next_value
@@ -198,7 +203,7 @@ def make_update_phases(
         else:
             initial_carry = state.carry
             state, traj, carries_after, ends = rollout(
-                apply_fn, env, state, cfg.rollout_length, rollout_unroll
+                apply_fn, bound, state, cfg.rollout_length, rollout_unroll
             )
             data = collected(apply_fn, cfg, state.params, initial_carry, traj, carries_after, ends)
             return state, data
@@ -206,7 +211,7 @@ def make_update_phases(
         burn_carry = carries_at(stored, [row(t) for t in burn_starts]) if cfg.burn_in else None
         return state, Collected(traj, chunk_carry, burn_carry, next_value)
 
-    def prepare(data: Collected) -> tuple[SequenceBatch, jax.Array]:
+    def prepare(data: Collected, hyper: Hyper) -> tuple[SequenceBatch, jax.Array]:
         traj = data.traj
         advantage, target = gae_advantages(
             traj.reward,
@@ -214,24 +219,26 @@ def make_update_phases(
             traj.last,
             traj.value,
             data.next_value,
-            cfg.gamma,
-            cfg.gae_lambda,
+            hyper.gamma,
+            hyper.gae_lambda,
         )
         sequences = cut_sequences(
             traj, advantage, target, data.chunk_carry, data.burn_carry, bptt, cfg.burn_in
         )
         return sequences, target
 
-    def minibatch_step(carry: tuple, batch: SequenceBatch) -> tuple[tuple, dict]:
-        params, opt_state = carry
-        grads, metrics = grad_fn(params, batch)
-        updates, opt_state = tx.update(grads, opt_state, params)
-        return (optax.apply_updates(params, updates), opt_state), metrics
-
     def epochs(
         state: LearnerState, sequences: SequenceBatch
     ) -> tuple[LearnerState, dict[str, jax.Array]]:
         num_sequences = sequences.start.shape[1]
+        hyper = state.hyper
+        tx = make_optimizer(cfg, hyper)
+
+        def minibatch_step(carry: tuple, batch: SequenceBatch) -> tuple[tuple, dict]:
+            params, opt_state = carry
+            grads, metrics = grad_fn(params, batch, hyper)
+            updates, opt_state = tx.update(grads, opt_state, params)
+            return (optax.apply_updates(params, updates), opt_state), metrics
 
         def epoch_step(carry: tuple, key: jax.Array) -> tuple[tuple, dict]:
             perm = jax.random.permutation(key, num_sequences)
@@ -256,19 +263,19 @@ def make_update_phases(
 def make_update(
     apply_fn: ApplyFn,
     env: Environment,
-    tx: optax.GradientTransformation,
     cfg: PPOConfig,
     rollout_unroll: int = 1,
     layout_minibatch: Callable[[SequenceBatch], SequenceBatch] | None = None,
 ) -> Callable[[LearnerState], tuple[LearnerState, dict[str, jax.Array]]]:
     """Build ``update(state) -> (state, metrics)``: a rollout, then epochs x minibatches steps
-    (:class:`UpdatePhases` chained).
+    (:class:`UpdatePhases` chained), with the traced values of ``state.hyper`` (the env's params,
+    GAE's, the loss's and the optimiser's).
 
     ``layout_minibatch`` maps a minibatch ``[L, B, ...]`` (:func:`take_minibatch`) to itself with
     a device layout (a sharding constraint splitting it over devices, see
     :mod:`stoixlite.run.sharding`); values are unchanged.
     """
-    phases = make_update_phases(apply_fn, env, tx, cfg, rollout_unroll, layout_minibatch)
+    phases = make_update_phases(apply_fn, env, cfg, rollout_unroll, layout_minibatch)
     learn = make_learn_from(phases, cfg)
 
     def update(state: LearnerState) -> tuple[LearnerState, dict[str, jax.Array]]:
@@ -286,7 +293,7 @@ def make_learn_from(
     update (:mod:`stoixlite.run.host`) runs it on the rollout it collected on the host."""
 
     def learn(state: LearnerState, data: Collected) -> tuple[LearnerState, dict[str, jax.Array]]:
-        sequences, target = phases.prepare(data)
+        sequences, target = phases.prepare(data, state.hyper)
         state, loss_metrics = phases.epochs(state, sequences)
         metrics = {k: v.mean() for k, v in loss_metrics.items()}
         # The rollout/replay identity: first minibatch of the first epoch.

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import jax
+import jax.numpy as jnp
 from flax import struct
 
 from stoixlite.envs.types import TimeStep
@@ -20,7 +21,8 @@ class LearnerState:
     ``timestep.step_type != MID`` is that input's start flag (FIRST after the initial reset, LAST
     after an auto-reset). ``carry`` is the memory state *before* that observation is consumed.
     ``episodes`` holds the returns of the most recent finished training episodes
-    (:mod:`stoixlite.ppo.episode_window`).
+    (:mod:`stoixlite.ppo.episode_window`). ``hyper``: the values the update reads as inputs,
+    not constants of the program (:class:`Hyper`).
     """
 
     params: Any
@@ -31,6 +33,9 @@ class LearnerState:
     key: jax.Array
     update_step: jax.Array  # int32 scalar: updates done so far
     episodes: EpisodeWindow = struct.field(default_factory=empty_window)
+    # The run's traced hyperparameters (:class:`Hyper`); ``None`` in a checkpoint's copy: they
+    # come from the run's config (stoixlite.run.resume.checkpoint_tree).
+    hyper: Hyper | None = None
 
 
 @struct.dataclass
@@ -60,25 +65,57 @@ class Transition:
     next_obs: jax.Array | None = None
 
 
+# The system keys that a run's program takes as inputs (Hyper's fields besides ``env``): runs
+# that differ only in them (and in Hyper.env) share one compiled program.
+HYPER_KEYS = (
+    "lr",
+    "ent_coef",
+    "vf_coef",
+    "clip_eps",
+    "value_clip_eps",
+    "gamma",
+    "gae_lambda",
+    "max_grad_norm",
+    "adam_eps",
+)
+
+
+@struct.dataclass
+class Hyper:
+    """The hyperparameters an update reads as values (float32 scalars, or ``[L]`` with the
+    leading lane axis of a run's seeds and members), not as constants compiled into the program:
+    runs that differ only in them share one program (docs/experiments.md, "Sweeps as one
+    program"). ``env``: the env's traced params by name (``Environment.traceable_params``; empty
+    for envs without). ``lr`` is the initial rate (annealed linearly to 0 with
+    ``PPOConfig.anneal_lr``); ``value_clip_eps`` 0 means an unclipped value loss."""
+
+    lr: Any
+    ent_coef: Any
+    vf_coef: Any
+    clip_eps: Any
+    value_clip_eps: Any
+    gamma: Any
+    gae_lambda: Any
+    max_grad_norm: Any
+    adam_eps: Any
+    env: dict[str, Any] = struct.field(default_factory=dict)
+
+    def as_arrays(self) -> Hyper:
+        """Every value as a float32 array (what a program takes)."""
+        return jax.tree.map(lambda x: jnp.asarray(x, jnp.float32), self)
+
+
 @dataclass(frozen=True)
 class PPOConfig:
-    """Static PPO hyperparameters (parsed by ``stoixlite.config``)."""
+    """Static PPO settings (parsed by ``stoixlite.config``): what shapes the program. The values
+    it reads as inputs are :class:`Hyper`."""
 
     num_envs: int
     rollout_length: int
     epochs: int
     num_minibatches: int
     bptt_length: int  # 0: whole rollout sequences; else contiguous chunks of this length
-    gamma: float
-    gae_lambda: float
-    clip_eps: float
-    value_clip_eps: float  # 0: unclipped value loss
-    vf_coef: float
-    ent_coef: float
-    lr: float
     anneal_lr: bool
-    max_grad_norm: float
-    adam_eps: float
     normalize_advantages: bool
     num_updates: int  # total updates of the run (for LR annealing)
     updates_per_chunk: int

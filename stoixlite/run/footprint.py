@@ -3,13 +3,13 @@ one-line refusal of a run that cannot fit (:func:`check_fits`).
 
 The estimate is a lower bound read from shapes alone (``jax.eval_shape``: nothing is computed):
 
-* ``state``: the learner state of every seed (parameters, the optimiser's moments, the envs'
-  states, their last timesteps, the memory carries);
+* ``state``: the learner state of every lane (a seed; a member x seed of a fused group):
+  parameters, the optimiser's moments, the envs' states, their last timesteps, the carries;
 * ``gradients``: one gradient of the parameters;
 * ``rollout``: ``system.rollout_length`` timesteps of every env (observations, rewards, ...), which
   the rollout keeps for the update;
 * ``evaluation``: the evaluation envs' states, timesteps and carries (``arch.num_eval_envs`` per
-  seed).
+  lane).
 
 The compiled programs need more (activations, temporaries), so a run under the bound may still
 not fit; a run over it never does. It is compared with the memory of the run's devices: an
@@ -44,7 +44,7 @@ def tree_bytes(tree: Any) -> int:
 class Footprint:
     """A run's memory lower bound by part, in bytes (see the module docstring)."""
 
-    params: int  # of every seed, included in ``state``
+    params: int  # of every lane, included in ``state``
     state: int
     gradients: int
     rollout: int
@@ -71,7 +71,7 @@ def estimate(run: Run) -> Footprint:
         state=tree_bytes(state),
         gradients=params,
         rollout=tree_bytes(state.timestep) * run.ppo.rollout_length,
-        evaluation=(tree_bytes(reset) + tree_bytes(carry)) * cfg.arch.num_seeds,
+        evaluation=(tree_bytes(reset) + tree_bytes(carry)) * run.num_lanes,
     )
 
 

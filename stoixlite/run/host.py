@@ -51,9 +51,9 @@ from stoixlite.ppo.learner import (
     make_update_phases,
 )
 from stoixlite.ppo.rollout import ApplyFn, act
-from stoixlite.ppo.types import LearnerState, Transition
+from stoixlite.ppo.types import Hyper, LearnerState, Transition
 from stoixlite.run.actor import ActorThread, InFlight, check_stop
-from stoixlite.run.parts import Metrics, Run, make_network, split_key
+from stoixlite.run.parts import Metrics, Run, make_network, run_hyper, split_key
 from stoixlite.run.sharding import Placement
 from stoixlite.run.signals import ctrl_c_deferred
 
@@ -88,7 +88,7 @@ class HostRun(Run):
 
     def __post_init__(self) -> None:
         apply_fn, ppo = self.network.apply, self.ppo
-        phases = make_update_phases(apply_fn, self.env, self.optimizer, ppo)
+        phases = make_update_phases(apply_fn, self.env, ppo)
         self._policy = jax.jit(functools.partial(_act, apply_fn), static_argnums=4)
         self._collected = jax.jit(
             lambda params, c0, traj, log_prob, value, carries: collected(
@@ -288,9 +288,11 @@ class HostRun(Run):
             metrics.append(update_metrics)
         return state, _stack(metrics)
 
-    def _evaluate(self, params: Any, key: jax.Array) -> Metrics:
+    def _evaluate(self, params: Any, hyper: Hyper, key: jax.Array) -> Metrics:
         """The JAX evaluator's episode per env (:func:`stoixlite.ppo.evaluate.make_evaluator`),
-        on the evaluation vector, reset with a seed drawn from ``key``."""
+        on the evaluation vector, reset with a seed drawn from ``key`` (a host env has no
+        traced params: ``hyper`` is the evaluator's argument, unused)."""
+        del hyper
         assert self.eval_vector is not None
         greedy = self.config.arch.eval_greedy
         ret, length, done = self.play(self.eval_vector, params, key, greedy)
@@ -368,11 +370,13 @@ def build_host_run(plan: RunPlan) -> HostRun:
     vectors = start_vectors(source, (ppo.num_envs, cfg.arch.num_eval_envs), options)
     vector, eval_vector = vectors
     try:  # an error, or Ctrl-C, before the run owns the vectors: they end here
+        hyper = run_hyper(plan, vector.specs)
         run = HostRun(
             plan=plan,
+            hyper=hyper,
             env=vector.specs,
             network=make_network(cfg.network, vector.specs),
-            optimizer=make_optimizer(ppo),
+            optimizer=make_optimizer(ppo, hyper),
             update=None,  # type: ignore[arg-type]  (set by __post_init__)
             learn_chunk=None,  # type: ignore[arg-type]
             evaluate=None,  # type: ignore[arg-type]

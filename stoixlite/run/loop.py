@@ -193,14 +193,8 @@ def _open_built(
     check_fits(run, run_devices(run))  # and a run that cannot fit in memory, before compiling
     if held:  # a new run would append to its records and mix its checkpoints with them
         raise RunDirInUseError(run_dir_in_use(run_dir, held))
-    run_dir.mkdir(parents=True, exist_ok=True)
-    primary = is_primary()
-    if afresh and primary:
-        print(afresh_line(run_dir))
-        for name in (METRICS_FILE, PER_SEED_FILE):  # records of chunks never saved
-            (run_dir / name).unlink(missing_ok=True)
-    settings = recorder_settings(run.plan, sweep)
-    t = Training(run, run_dir, Recorder(settings, run_dir, resume, primary), primary)
+    t = open_outputs(run, run_dir, sweep, afresh, resume)
+    primary = t.primary
     if resume:
         assert t.recorder.checkpointer is not None
         t.state, t.key, t.host, step = restore(run, t.recorder.checkpointer)
@@ -210,6 +204,23 @@ def _open_built(
     else:
         t.state, t.key = run.init()
     return t
+
+
+def open_outputs(
+    run: Run, run_dir: Path, sweep: str | None, afresh: bool, resume: bool = False
+) -> Training:
+    """The run's directory created (a run started ``afresh`` in place loses the records of
+    chunks never saved) and its :class:`Training` with the recorder of ``run.plan`` (a fused
+    group's member has a copy of the group's run with its own plan, :mod:`stoixlite.run.fused`);
+    no learner state yet."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    primary = is_primary()
+    if afresh and primary:
+        print(afresh_line(run_dir))
+        for name in (METRICS_FILE, PER_SEED_FILE):  # records of chunks never saved
+            (run_dir / name).unlink(missing_ok=True)
+    settings = recorder_settings(run.plan, sweep)
+    return Training(run, run_dir, Recorder(settings, run_dir, resume, primary), primary)
 
 
 def resume_is_finished(t: Training, resume: bool) -> bool:
@@ -256,7 +267,7 @@ def learn_chunk(t: Training, start: float) -> dict[str, float] | None:
         rollback(t, chunk, bad)
         return None
     t.key, eval_key = run.split(t.key)
-    eval_result = to_host(run.evaluator(t.state.params, eval_key))
+    eval_result = to_host(run.evaluator(t.state.params, t.state.hyper, eval_key))
     summary, per_seed = summarize(chunk_metrics, eval_result, seeds)
     record = {
         "step": run.steps_per_chunk * (chunk + 1),

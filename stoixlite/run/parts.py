@@ -10,6 +10,11 @@ devices (``arch.num_devices``) the same programs are compiled with the shardings
 :class:`~stoixlite.run.sharding.Placement`: envs split over devices, seeds x devices.
 :mod:`stoixlite.run.build` builds a :class:`Run` from its plan; :mod:`stoixlite.run.host` builds
 the run of a host env, a :class:`Run` whose envs step on the host.
+
+The axis is the run's lanes: its seeds, or for a fused group
+(:func:`stoixlite.run.build.build_group`) members x seeds, lane ``m * S + s`` being seed ``s`` of
+member ``m``, with the member's :class:`~stoixlite.ppo.types.Hyper` values in its lanes of the
+learner state. A run alone is the group of its own plan.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, ClassVar
 
 import jax
@@ -31,7 +37,7 @@ from stoixlite.envs.wrappers import make_batched_env
 from stoixlite.networks.actor_critic import ActorCritic
 from stoixlite.ppo.episode_window import empty_window
 from stoixlite.ppo.finite import all_finite
-from stoixlite.ppo.types import LearnerState, PPOConfig
+from stoixlite.ppo.types import Hyper, LearnerState, PPOConfig
 from stoixlite.run.sharding import Placement
 
 Metrics = dict[str, jax.Array]
@@ -83,6 +89,17 @@ def make_network(net: NetworkConfig, env: Environment) -> ActorCritic:
     )
 
 
+def make_raw_env(cfg: RunConfig) -> Environment:
+    """The unwrapped env of ``cfg`` (its params: the config's)."""
+    return make(cfg.env.name, **cfg.env.factory_kwargs)
+
+
+def run_hyper(plan: RunPlan, env: Environment) -> Hyper:
+    """The :class:`~stoixlite.ppo.types.Hyper` of a run: its plan's values and ``env``'s
+    traceable params, as float32 arrays."""
+    return plan.hyper.replace(env=env.traceable_params()).as_arrays()
+
+
 def over_seeds(
     fn: Callable,
     num_seeds: int,
@@ -90,10 +107,10 @@ def over_seeds(
     in_shardings: Any = None,
     out_shardings: Any = None,
 ) -> Callable:
-    """``fn`` jitted for ``num_seeds`` seeds: ``vmap``-ped over a leading seed axis when
-    ``num_seeds > 1``; ``donate`` donates the first argument; ``in_shardings`` and
-    ``out_shardings`` (``None``: default placement) lay the arguments and results out on
-    devices."""
+    """``fn`` jitted for ``num_seeds`` lanes (seeds, or members x seeds): ``vmap``-ped over a
+    leading lane axis when ``num_seeds > 1``; ``donate`` donates the first argument;
+    ``in_shardings`` and ``out_shardings`` (``None``: default placement) lay the arguments and
+    results out on devices."""
     batched = fn if num_seeds == 1 else jax.vmap(fn)
     layout = {}
     if in_shardings is not None:
@@ -111,25 +128,35 @@ def split_key(key: jax.Array) -> tuple[jax.Array, jax.Array]:
 class Run:
     """One run: its plan (the config and what it means, :class:`~stoixlite.config.plan.RunPlan`),
     env stack, network, optimiser, the pure PPO functions of one seed
-    (``update``, ``learn_chunk``, ``evaluate``) and the compiled programs over all its seeds
+    (``update``, ``learn_chunk``, ``evaluate``) and the compiled programs over all its lanes
     (``learn``: learner state donated; ``evaluator``; ``split`` of the host keys;
-    ``params_finite``: one flag, every parameter of every seed finite, checked after each chunk),
-    laid out on the devices of ``placement``. ``envs_on_host``: the envs step on the host
-    (:mod:`stoixlite.run.host`), not inside the compiled programs."""
+    ``params_finite``: one flag, every parameter of every lane finite, checked after each chunk;
+    ``lanes_finite``: one flag per lane; ``split_members`` and ``put_member``: a member's lanes
+    out of and into a group's state), laid out on the devices of ``placement``.
+    ``envs_on_host``: the envs step on the host (:mod:`stoixlite.run.host`), not inside the
+    compiled programs. ``hyper``: the run's :class:`~stoixlite.ppo.types.Hyper` values;
+    ``members``: the plans of a fused group (empty for a run alone, the group of its own plan),
+    ``member_hypers`` their values."""
 
     envs_on_host: ClassVar[bool] = False
     plan: RunPlan
+    hyper: Hyper  # the values of one seed's program inputs (float32 arrays, run_hyper)
     env: Environment
     network: ActorCritic
     optimizer: optax.GradientTransformation
     update: Callable[[LearnerState], tuple[LearnerState, Metrics]]
     learn_chunk: Callable[[LearnerState], tuple[LearnerState, Metrics]]
-    evaluate: Callable[[Any, jax.Array], Metrics]
+    evaluate: Callable[[Any, Hyper, jax.Array], Metrics]
     placement: Placement
+    members: tuple[RunPlan, ...] = ()
+    member_hypers: tuple[Hyper, ...] = ()
     learn: Callable[[Any], tuple[Any, Metrics]] = field(init=False)
-    evaluator: Callable[[Any, jax.Array], Metrics] = field(init=False)
+    evaluator: Callable[[Any, Hyper, jax.Array], Metrics] = field(init=False)
     split: Callable[[jax.Array], tuple[jax.Array, jax.Array]] = field(init=False)
     params_finite: Callable[[Any], jax.Array] = field(init=False)
+    lanes_finite: Callable[[Any], jax.Array] = field(init=False)
+    split_members: Callable[[Any], list[Any]] = field(init=False)
+    put_member: Callable[..., tuple[Any, jax.Array]] = field(init=False)
     compiled_learn: Any = field(init=False, default=None)  # ``learn`` compiled ahead of time
     # Programs compiled ahead of time (and the memory estimate, run/footprint.py), shared by the
     # copies of a cached run (same programs).
@@ -137,15 +164,39 @@ class Run:
     state_shardings: Any = field(init=False, default=None)  # of the learner state (None: 1 device)
 
     def __post_init__(self) -> None:
-        seeds, place = self.config.arch.num_seeds, self.placement
+        lanes, place = self.num_lanes, self.placement
         rep = place.replicated
         if place.mesh is not None:
             self.state_shardings = place.state_shardings(jax.eval_shape(self.initial_states))
         shardings = self.state_shardings
-        self.learn = over_seeds(self.learn_chunk, seeds, True, (shardings,), (shardings, rep))
-        self.evaluator = over_seeds(self.evaluate, seeds, False, (rep, rep), rep)
-        self.split = over_seeds(split_key, seeds, False, (rep,), rep)
-        self.params_finite = over_seeds(all_finite, 1)  # one flag over all seeds (no vmap)
+        self.learn = over_seeds(self.learn_chunk, lanes, True, (shardings,), (shardings, rep))
+        self.evaluator = over_seeds(self.evaluate, lanes, False, (rep, rep, rep), rep)
+        self.split = over_seeds(split_key, lanes, False, (rep,), rep)
+        self.params_finite = over_seeds(all_finite, 1)  # one flag over all lanes (no vmap)
+        self.lanes_finite = over_seeds(all_finite, lanes, False, (rep,), rep)
+        seeds = self.config.arch.num_seeds
+        self.split_members = jax.jit(partial(_split_members, members=lanes // seeds, seeds=seeds))
+        self.put_member = jax.jit(
+            partial(_put_member, seeds=seeds),
+            donate_argnums=(0, 1),
+            **({} if place.mesh is None else {"out_shardings": (shardings, rep)}),
+        )
+
+    @property
+    def member_configs(self) -> tuple[RunConfig, ...]:
+        """The configs of the runs trained together: the group's members, or the run's own."""
+        return tuple(plan.config for plan in self.members) or (self.config,)
+
+    @property
+    def num_lanes(self) -> int:
+        """Members x seeds: the leading axis of the learner state when above 1."""
+        return max(len(self.members), 1) * self.config.arch.num_seeds
+
+    def lane_hyper(self) -> Hyper:
+        """The :class:`~stoixlite.ppo.types.Hyper` values of every lane (``[L]`` when L > 1)."""
+        hypers = self.member_hypers or (self.hyper,)
+        lanes = [h for h in hypers for _ in range(self.config.arch.num_seeds)]
+        return lanes[0] if len(lanes) == 1 else jax.tree.map(lambda *x: jnp.stack(x), *lanes)
 
     @property
     def config(self) -> RunConfig:
@@ -164,7 +215,8 @@ class Run:
         return self.plan.steps_per_chunk
 
     def init_state(self, key: jax.Array) -> LearnerState:
-        """Fresh learner state of one seed: initial params, optimiser, reset envs and carries."""
+        """Fresh learner state of one seed: initial params, optimiser, reset envs and carries,
+        and the run's :class:`~stoixlite.ppo.types.Hyper` values."""
         key, net_key, env_key = jax.random.split(key, 3)
         env_state, timestep = self.reset_envs(env_key)
         carry = self.network.initialize_carry(self.ppo.num_envs)
@@ -180,27 +232,30 @@ class Run:
             key=key,
             update_step=jnp.asarray(0, jnp.int32),
             episodes=empty_window(),
+            hyper=self.hyper,
         )
         return _distinct_buffers(state)
 
     def reset_envs(self, key: jax.Array) -> tuple[Any, Any]:
         """``(env state, first timesteps)`` of the training envs (the host envs' run replaces
         it, :mod:`stoixlite.run.host`)."""
-        return self.env.reset(key)
+        return self.env.with_params(self.hyper.env).reset(key)
 
     def _keys(self) -> tuple[jax.Array, jax.Array]:
-        """``(host keys, init keys)``: ``key, init_key = split(PRNGKey(seed))`` of every seed
-        (stacked ``[S, 2]`` when S > 1)."""
-        pairs = [jax.random.split(jax.random.PRNGKey(seed)) for seed in self.config.arch.seeds]
+        """``(host keys, init keys)``: ``key, init_key = split(PRNGKey(seed))`` of every lane's
+        seed (stacked ``[L, 2]`` when L > 1)."""
+        seeds = [seed for cfg in self.member_configs for seed in cfg.arch.seeds]
+        pairs = [jax.random.split(jax.random.PRNGKey(seed)) for seed in seeds]
         if len(pairs) == 1:
             return pairs[0][0], pairs[0][1]
         return jnp.stack([p[0] for p in pairs]), jnp.stack([p[1] for p in pairs])
 
     def initial_states(self) -> LearnerState:
         init_keys = self._keys()[1]
-        if self.config.arch.num_seeds == 1:
+        if self.num_lanes == 1:
             return self.init_state(init_keys)
-        return _distinct_buffers(jax.vmap(self.init_state)(init_keys))
+        states = jax.vmap(self.init_state)(init_keys).replace(hyper=self.lane_hyper())
+        return _distinct_buffers(states)
 
     def _compiled_initial_states(self) -> LearnerState:
         """:meth:`initial_states` computed by one compiled program per seed instead of eagerly (run
@@ -209,14 +264,13 @@ class Run:
         vmapped orthogonal init is a batched LAPACK QR, which waits for the XLA CPU thread pool
         from inside it and deadlocked on 2 cores (jaxlib 0.10, framestack/elman with 3 seeds)."""
         init_keys = self._keys()[1]
-        one = jax.jit(self.init_state).lower(
-            init_keys if self.config.arch.num_seeds == 1 else init_keys[0]
-        )
+        one = jax.jit(self.init_state).lower(init_keys if self.num_lanes == 1 else init_keys[0])
         init = one.compile(_RUN_ONCE_COMPILER_OPTIONS)
-        if self.config.arch.num_seeds == 1:
+        if self.num_lanes == 1:
             return _unaliased(init(init_keys))
         states = [init(k) for k in init_keys]
-        return jax.jit(lambda s: jax.tree.map(lambda *x: jnp.stack(x), *s))(states)
+        stack = jax.jit(lambda s, h: jax.tree.map(lambda *x: jnp.stack(x), *s).replace(hyper=h))
+        return stack(states, self.lane_hyper())
 
     def init(self) -> tuple[Any, jax.Array]:
         """Initial learner state and host PRNG key of every seed (leading seed axis when S > 1),
@@ -241,7 +295,7 @@ class Run:
         the jit caches their later calls hit; this hides their compile time behind ``learn``'s.
         """
         small = (
-            (self.evaluator, (state.params, key)),  # key: the shape and placement of eval keys
+            (self.evaluator, (state.params, state.hyper, key)),  # key: the eval keys' shape
             (self.split, (key,)),
             (self.params_finite, (state.params,)),
         )
@@ -258,16 +312,39 @@ class Run:
         the run."""
 
     def seed_params(self, params: Any) -> list[Any]:
-        """Per-seed parameter pytrees (the leading seed axis removed when S > 1)."""
-        if self.config.arch.num_seeds == 1:
+        """Per-lane parameter pytrees (the leading lane axis removed when L > 1)."""
+        if self.num_lanes == 1:
             return [params]
-        return [
-            jax.tree.map(lambda x, k=k: x[k], params) for k in range(self.config.arch.num_seeds)
-        ]
+        return [jax.tree.map(lambda x, k=k: x[k], params) for k in range(self.num_lanes)]
 
 
 # XLA options for programs that run once (initialisation): compile time over run time.
 _RUN_ONCE_COMPILER_OPTIONS = {"xla_backend_optimization_level": 0}
+
+
+def _split_members(tree: Any, members: int, seeds: int) -> list[Any]:
+    """``tree`` (leading lane axis when members x seeds > 1) as one tree per member, its lanes'
+    part: ``[S, ...]``, or without the axis for one seed (as a run alone has it)."""
+    if members * seeds == 1:
+        return [tree]
+    pick = (lambda m: m * seeds) if seeds == 1 else (lambda m: slice(m * seeds, (m + 1) * seeds))
+    return [jax.tree.map(lambda x, m=m: x[pick(m)], tree) for m in range(members)]
+
+
+def _put_member(
+    state: Any, key: jax.Array, index: jax.Array, tree: dict[str, Any], hyper: Hyper, seeds: int
+) -> tuple[Any, jax.Array]:
+    """``(state, key)`` of a group with member ``index``'s lanes replaced by ``tree`` (a
+    checkpoint tree of that member, :func:`_split_members`'s part) and ``hyper``."""
+    if seeds > 1:
+        hyper = jax.tree.map(lambda h: jnp.broadcast_to(h, (seeds,)), hyper)
+
+    def put(whole: jax.Array, part: jax.Array) -> jax.Array:
+        part = part[None] if seeds == 1 else part
+        return jax.lax.dynamic_update_slice_in_dim(whole, part, index * seeds, 0)
+
+    learner = tree["learner"].replace(hyper=hyper)
+    return jax.tree.map(put, state, learner), put(key, tree["host_key"])
 
 
 def _distinct_buffers(tree: Any) -> Any:

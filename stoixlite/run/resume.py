@@ -75,17 +75,21 @@ class HostState:
 
 
 def checkpoint_tree(state: Any, key: jax.Array) -> dict[str, Any]:
-    """What a checkpoint's ``state`` item holds: the learner state and the host PRNG key."""
-    return {"learner": state, "host_key": key}
+    """What a checkpoint's ``state`` item holds: the learner state without its ``hyper`` (the
+    run's config gives those values, so a resume with ``system.lr=...`` and a rollback's halved
+    rate apply, and checkpoints of every stoixlite version restore) and the host PRNG key."""
+    return {"learner": state.replace(hyper=None), "host_key": key}
 
 
 def restore(
     run: Run, ckpt: Checkpointer, step: int | str | None = None
 ) -> tuple[Any, jax.Array, HostState, int]:
     """``(learner state, host key, host state, step)`` of checkpoint ``step`` (latest by
-    default, or ``"best"``), restored into the structure of ``run``'s initial state."""
-    tree, host, step = ckpt.restore(checkpoint_tree(*run.init()), step)
-    return tree["learner"], tree["host_key"], HostState(**host), step
+    default, or ``"best"``), restored into the structure of ``run``'s initial state, with the
+    run's :class:`~stoixlite.ppo.types.Hyper` values."""
+    state, key = run.init()
+    tree, host, step = ckpt.restore(checkpoint_tree(state, key), step)
+    return tree["learner"].replace(hyper=state.hyper), tree["host_key"], HostState(**host), step
 
 
 def check_restored_chunks(run: Run, state: Any, host: HostState, run_dir: Path) -> None:

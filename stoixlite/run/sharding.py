@@ -42,18 +42,19 @@ DEVICE_AXIS = "devices"
 @dataclass(frozen=True)
 class Placement:
     """Where the arrays of a run live: a one-axis mesh over its devices (``mesh is None`` for a
-    single device: default placement, today's program) and the seed count (the env axis of the
-    learner state is axis 1 when ``num_seeds > 1``)."""
+    single device: default placement, today's program) and the lane count (seeds, or members x
+    seeds of a fused group: the env axis of the learner state is axis 1 when ``num_seeds > 1``)."""
 
     mesh: Mesh | None
     num_seeds: int
 
     @classmethod
-    def of(cls, plan: RunPlan) -> Placement:
-        """The placement of ``plan``'s run on its devices (:attr:`RunPlan.devices`)."""
+    def of(cls, plan: RunPlan, members: int = 1) -> Placement:
+        """The placement of ``plan``'s run (of a fused group of ``members`` runs like it) on its
+        devices (:attr:`RunPlan.devices`)."""
         devices = plan.devices
         mesh = Mesh(np.asarray(devices), (DEVICE_AXIS,)) if len(devices) > 1 else None
-        return cls(mesh=mesh, num_seeds=plan.config.arch.num_seeds)
+        return cls(mesh=mesh, num_seeds=members * plan.config.arch.num_seeds)
 
     @property
     def num_devices(self) -> int:
