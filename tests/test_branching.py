@@ -73,7 +73,7 @@ def build(overrides: list[str], branching: str, invalid: bool = False):
             raw, run.ppo.num_envs, obs_augment=cfg.env.obs_augment, branching=branching
         )
         run = dataclasses.replace(run, env=env)
-    phases = make_update_phases(run.network.apply, run.env, run.optimizer, run.ppo)
+    phases = make_update_phases(run.network.apply, run.env, run.ppo)
     return run, phases
 
 

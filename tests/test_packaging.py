@@ -1,8 +1,9 @@
 """The installed package is the whole product: a built wheel, installed (not editable) into a
 fresh virtual environment, carries the configs and the user's tools. From an unrelated directory
-(no source tree on the path) it trains a tiny ``python -m stoixlite.rec_ppo``, aggregates the run
-with ``python -m stoixlite.aggregate``, and every tool (the benchmark's ``envs``, ``host``,
-``memory`` and ``profile`` too) answers ``--help``.
+(no source tree on the path) it trains a tiny ``python -m stoixlite.rec_ppo`` and a tiny sweep with
+``hydra/launcher=fused`` (its plugin package), aggregates the run with
+``python -m stoixlite.aggregate``, and every tool (the benchmark's ``envs``, ``host``, ``memory``
+and ``profile`` too) answers ``--help``.
 
 Slow (a wheel build and a fresh environment), so the default run leaves it out: ``.ci/run`` runs it
 as its own step after the default suite (and ``pytest -m slow`` includes it).
@@ -52,6 +53,7 @@ def test_wheel_ships_configs_and_tools_and_trains_from_anywhere(tmp_path):
     names = zipfile.ZipFile(wheel).namelist()
     assert "stoixlite/configs/config.yaml" in names
     assert "stoixlite/configs/network/gru.yaml" in names
+    assert "hydra_plugins/stoixlite_fused/__init__.py" in names  # hydra/launcher=fused
     for tool in TOOLS:  # a module, or a package with a __main__
         path = tool.replace(".", "/")
         assert f"{path}.py" in names or f"{path}/__main__.py" in names, tool
@@ -93,6 +95,18 @@ def test_wheel_ships_configs_and_tools_and_trains_from_anywhere(tmp_path):
     proc = run("-m", "stoixlite.rec_ppo", *TINY, f"hydra.run.dir={elsewhere / 'run'}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (elsewhere / "run" / "metrics.jsonl").exists()
+
+    # The fused launcher, found by Hydra in the installed hydra_plugins package.
+    sweep = (
+        "-m",
+        "hydra/launcher=fused",
+        "arch.seed=0,1",
+        f"hydra.sweep.dir={elsewhere / 'sweep'}",
+    )
+    proc = run("-m", "stoixlite.rec_ppo", *sweep, *TINY)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "jobs 0,1 train as one program" in proc.stderr, proc.stderr[-3000:]
+    assert len(list((elsewhere / "sweep").glob("*/metrics.jsonl"))) == 2
 
     proc = run("-m", "stoixlite.aggregate", "run", "--out", "table")
     assert proc.returncode == 0, proc.stderr[-3000:]

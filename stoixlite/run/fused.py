@@ -83,6 +83,7 @@ class _Seat:
     lanes: slice
     done: bool = False  # finished, stopped early, failed or stopped by a signal
     completed: bool = False  # finished or stopped early: its outputs are a complete run's
+    closed: bool = False  # its outputs are closed (when it is done, or when the group ends)
     rollback: str | None = None
 
     @property
@@ -128,7 +129,7 @@ def train_group(
                     raise stops[-1]
     finally:
         for seat in training:
-            _finish(seat, start)
+            _finish(seat, start)  # the members still open: stopped, or the group failed
 
 
 def _open(member: Member, run: Run, index: int, seeds: int) -> _Seat | None:
@@ -187,6 +188,8 @@ def _chunk(
             stops.append(interrupted)
             continue
         seat.done = seat.completed = reached or seat.t.host.chunk >= run.plan.num_chunks
+        if seat.done:  # its outputs are final now: curve, W&B summary, its line
+            _finish(seat, start)
     if signum is not None:  # members without a new chunk: they stop at their latest checkpoint
         for seat in seats:
             if seat is not None and not seat.done and seat.rollback is not None:
@@ -243,6 +246,8 @@ def _nonfinite(seat: _Seat, bad: tuple[str, int]) -> None:
         return
     seat.member.error = NonFiniteError(message)
     seat.done = True
+    seat.t.recorder.finish(False, seat.t.host.best_eval_return)
+    seat.closed = True
 
 
 def _rollbacks(
@@ -292,8 +297,11 @@ def _rollbacks(
 
 
 def _finish(seat: _Seat, start: float) -> None:
-    """Close the member's outputs (complete when it finished or stopped early); its final eval
-    return and line, as a run prints them."""
+    """Close the member's outputs (complete when it finished or stopped early) unless they are
+    closed; its final eval return and line, as a run prints them."""
+    if seat.closed:
+        return
+    seat.closed = True
     t = seat.t
     record = t.recorder.finish(seat.completed, t.host.best_eval_return)
     if not seat.completed:
