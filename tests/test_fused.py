@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import TINY, run_cli, run_config
+from conftest import TINY, load_script, run_cli, run_config
 
 from stoixlite.config.plan import plan_run
 from stoixlite.run import build
@@ -254,3 +254,20 @@ def test_launcher_runs_a_job_that_cannot_fuse_alone(tmp_path, capsys, monkeypatc
     jobs = sorted(p for p in tmp_path.iterdir() if p.is_dir())
     assert (jobs[1] / "error.txt").exists() and not (jobs[0] / "error.txt").exists()
     assert len(read_jsonl(jobs[2] / "metrics.jsonl")) == 3
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["--members", "1"], ["--members 1 is invalid: at least 2"]),
+        (["--rounds", "0"], ["--rounds 0 is invalid"]),
+        (["system.lr=abc"], ["system.lr"]),
+    ],
+)
+def test_benchmark_script_refuses_bad_input_in_one_line(argv, words, capsys):
+    main = load_script("benchmark_fused").main
+    with pytest.raises(SystemExit) as stop:
+        main(argv)
+    err = capsys.readouterr().err.strip()
+    assert stop.value.code == 2 and len(err.splitlines()) == 1, err
+    assert all(word in err for word in words), err
