@@ -19,8 +19,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import TINY, load_script, run_cli, run_config
+from conftest import TINY, run_cli, run_config
 
+from stoixlite.benchmark.fused import main as benchmark_fused
 from stoixlite.config.plan import plan_run
 from stoixlite.run import build
 from stoixlite.run.fused import Member, train_group
@@ -264,10 +265,9 @@ def test_launcher_runs_a_job_that_cannot_fuse_alone(tmp_path, capsys, monkeypatc
         (["system.lr=abc"], ["system.lr"]),
     ],
 )
-def test_benchmark_script_refuses_bad_input_in_one_line(argv, words, capsys):
-    main = load_script("benchmark_fused").main
+def test_benchmark_refuses_bad_input_in_one_line(argv, words, capsys):
     with pytest.raises(SystemExit) as stop:
-        main(argv)
+        benchmark_fused(argv)
     err = capsys.readouterr().err.strip()
     assert stop.value.code == 2 and len(err.splitlines()) == 1, err
     assert all(word in err for word in words), err

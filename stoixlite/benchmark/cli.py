@@ -51,6 +51,10 @@ TOOLS = {
         "stoixlite.benchmark.update_phases",
         "where one PPO update's time goes: rollout, GAE, epochs, timed apart",
     ),
+    "fused": (
+        "stoixlite.benchmark.fused",
+        "a sweep's runs as one program (hydra/launcher=fused) against one after another",
+    ),
     "soak": (
         "stoixlite.benchmark.soak",
         "a long run or multirun: memory, open files and disk per chunk or job, litter",

@@ -118,6 +118,38 @@ def over_seeds(
     return jax.jit(batched, donate_argnums=0 if donate else (), **layout)
 
 
+def over_members(fn: Callable, members: int, seeds: int) -> Callable:
+    """``fn`` of one seed over ``members x seeds`` lanes (lane ``m * seeds + s``), the members
+    one after another in the program (``lax.map``), each member's seeds ``vmap``-ped: every
+    member computes with the operations of its run alone. The members' axis of a fused group on
+    a CPU (:func:`members_axis`)."""
+    one = fn if seeds == 1 else jax.vmap(fn)
+
+    def split(x: jax.Array) -> jax.Array:
+        return x.reshape((members, seeds, *x.shape[1:]))
+
+    def merge(x: jax.Array) -> jax.Array:
+        return x.reshape((members * seeds, *x.shape[2:]))
+
+    def mapped(*args: Any) -> Any:
+        if seeds == 1:
+            return jax.lax.map(lambda a: one(*a), args)
+        out = jax.lax.map(lambda a: one(*a), jax.tree.map(split, args))
+        return jax.tree.map(merge, out)
+
+    return mapped
+
+
+def members_axis(platform: str, mesh: Any) -> str:
+    """How a fused group's program computes its members on devices of ``platform``: ``vmap``
+    (one batch over members, each matmul a batched one: an accelerator's wider batch) or ``map``
+    (one member after another, :func:`over_members`). XLA:CPU runs a batched matmul of per-member
+    weights slower than the members' matmuls one after another (docs/benchmarks.md, "Sweeps as
+    one program"), so on a CPU with one device the members are mapped; a group split over
+    devices keeps ``vmap`` (its lanes are sharded)."""
+    return "map" if platform == "cpu" and mesh is None else "vmap"
+
+
 def split_key(key: jax.Array) -> tuple[jax.Array, jax.Array]:
     """``(key, subkey)``: one split of ``key`` (the host key's step between chunks)."""
     both = jax.random.split(key)
@@ -136,7 +168,8 @@ class Run:
     ``envs_on_host``: the envs step on the host (:mod:`stoixlite.run.host`), not inside the
     compiled programs. ``hyper``: the run's :class:`~stoixlite.ppo.types.Hyper` values;
     ``members``: the plans of a fused group (empty for a run alone, the group of its own plan),
-    ``member_hypers`` their values."""
+    ``member_hypers`` their values; ``learn`` and ``evaluator`` compute a group's members in one
+    batch or one after another (:func:`members_axis`)."""
 
     envs_on_host: ClassVar[bool] = False
     plan: RunPlan
@@ -170,12 +203,15 @@ class Run:
             self.state_shardings = place.state_shardings(jax.eval_shape(self.initial_states))
         shardings = self.state_shardings
         self.learn = over_seeds(self.learn_chunk, lanes, True, (shardings,), (shardings, rep))
+        members, seeds = max(len(self.members), 1), self.config.arch.num_seeds
+        if members > 1 and members_axis(self.plan.devices[0].platform, place.mesh) == "map":
+            self.learn = jax.jit(over_members(self.learn_chunk, members, seeds), donate_argnums=0)
+            self.evaluator = jax.jit(over_members(self.evaluate, members, seeds))
         self.evaluator = over_seeds(self.evaluate, lanes, False, (rep, rep, rep), rep)
         self.split = over_seeds(split_key, lanes, False, (rep,), rep)
         self.params_finite = over_seeds(all_finite, 1)  # one flag over all lanes (no vmap)
         self.lanes_finite = over_seeds(all_finite, lanes, False, (rep,), rep)
-        seeds = self.config.arch.num_seeds
-        self.split_members = jax.jit(partial(_split_members, members=lanes // seeds, seeds=seeds))
+        self.split_members = jax.jit(partial(_split_members, members=members, seeds=seeds))
         self.put_member = jax.jit(
             partial(_put_member, seeds=seeds),
             donate_argnums=(0, 1),
