@@ -26,7 +26,7 @@ from stoixlite.config.plan import plan_run
 from stoixlite.run import build
 from stoixlite.run.fused import Member, train_group
 from stoixlite.run.loop import train
-from stoixlite.run.parts import Run, make_raw_env
+from stoixlite.run.parts import Run, make_raw_env, members_axis, over_members
 from stoixlite.run.resume import checkpoint_tree
 from stoixlite.tracking.checkpointing import Checkpointer, checkpoint_dir
 from stoixlite.tracking.jsonl import read_jsonl
@@ -97,6 +97,28 @@ def test_members_share_one_program_and_differ_in_their_inputs(fused):
     hyper = group.lane_hyper()
     np.testing.assert_allclose(hyper.lr, [0.00025, 0.003, 0.00025])
     np.testing.assert_allclose(hyper.env["gravity"], [9.8, 9.8, 15.0])
+
+
+def test_members_mapped_equal_members_batched():
+    """``over_members`` (a group's members one after another: the CPU's members axis) computes
+    what ``vmap`` over the lanes computes, lane ``m * S + s`` being seed ``s`` of member ``m``,
+    for every argument and output leaf; a CPU with one device maps, anything else batches."""
+
+    def one(state, scale):
+        return {"x": state["x"] * scale + jnp.sum(state["y"])}, jnp.mean(state["x"])
+
+    for members, seeds in ((3, 1), (2, 3)):
+        lanes = members * seeds
+        state = {
+            "x": jnp.arange(lanes * 4, dtype=jnp.float32).reshape(lanes, 4),
+            "y": jnp.linspace(0.0, 1.0, lanes * 2).reshape(lanes, 2),
+        }
+        scale = jnp.arange(1, lanes + 1, dtype=jnp.float32)
+        mapped = jax.jit(over_members(one, members, seeds))(state, scale)
+        batched = jax.vmap(one)(state, scale)
+        jax.tree.map(np.testing.assert_array_equal, mapped, batched)
+    assert members_axis("cpu", None) == "map"
+    assert members_axis("cpu", object()) == members_axis("gpu", None) == "vmap"
 
 
 def test_member_k_equals_its_run_alone(fused):
