@@ -96,11 +96,15 @@ def descendants(pid: int) -> list[int]:
         parent = todo.pop()
         try:
             tasks = list(Path(f"/proc/{parent}/task").iterdir())
-            children = [int(c) for t in tasks for c in (t / "children").read_text().split()]
-        except OSError:
+        except OSError:  # it ended
             continue
-        found += children
-        todo += children
+        for task in tasks:
+            try:  # a thread that ends meanwhile takes none of the others' children with it
+                children = [int(c) for c in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            found += children
+            todo += children
     return found
 
 
