@@ -7,8 +7,8 @@ a user runs (``python -m stoixlite.rec_ppo``) in a subprocess and samples it fro
 * ``run``: one run of ``--steps`` environment steps (10M by default: gymnax CartPole-v1 and the
   feedforward network, ``--chunks`` learn chunks), a checkpoint after every chunk and W&B in
   offline mode (its files beside the run directory). After each chunk (a new line of
-  ``metrics.jsonl``): the resident memory and open file descriptors of the process and of its
-  children (W&B's service), the size of the run directory and of W&B's files.
+  ``metrics.jsonl``): the resident memory (all, and anonymous) and open file descriptors of the
+  process and of its children (W&B's service), the size of the run directory and of W&B's files.
   ``--time-limit-s`` sends SIGTERM when it is up: the run stops after its chunk, with its
   checkpoint, and the figures say how many steps it ran.
 * ``multirun``: a multirun (Hydra's basic launcher: every job in the one process) of ``--jobs``
@@ -78,11 +78,13 @@ UNFINISHED = "*orbax-checkpoint-tmp*"  # what an orbax save cut short leaves
 # ---------------------------------------------------------------------------------------------
 
 
-def rss_mb(pid: int) -> float:
-    """The resident memory of process ``pid`` in MiB (0 when it is gone)."""
+def rss_mb(pid: int, kind: str = "VmRSS") -> float:
+    """The resident memory of process ``pid`` in MiB (0 when it is gone): all of it
+    (``VmRSS``), or its anonymous part (``RssAnon``: the heap, without the mapped files, such
+    as the shared libraries, that the kernel may drop and read again)."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{kind}:"):
                 return int(line.split()[1]) / 1024
     except OSError:
         pass
@@ -134,6 +136,7 @@ def sample(pid: int, **extra: Any) -> dict[str, Any]:
     return {
         **extra,
         "rss_mb": round(rss_mb(pid), 1),
+        "anon_mb": round(rss_mb(pid, "RssAnon"), 1),
         "fds": open_fds(pid),
         "children": len(others),
         "children_rss_mb": round(sum(rss_mb(c) for c in others), 1),
@@ -337,7 +340,7 @@ def report(mode: str, result: dict[str, Any], warmup: int) -> None:
     """Print ``result``'s table (at most ~12 rows), growth and problems; add both to it."""
     rows = result["rows"]
     index = "chunk" if mode == "run" else "job"
-    keys = ["rss_mb", "fds", "children_rss_mb", "children_fds"]
+    keys = ["rss_mb", "anon_mb", "fds", "children_rss_mb", "children_fds"]
     keys += ["run_dir_mb", "wandb_mb"] if mode == "run" else []
     result["growth_after_warmup"] = growth(rows, warmup, keys)
     result["problems"] = problems(mode, result)
