@@ -218,7 +218,10 @@ HYDRA_ERRORS: list[tuple[list[str], str]] = [
         ["hydra.job.chdir=maybe"],
         "Error merging override hydra.job.chdir=maybe: Value 'maybe' is not a valid bool",
     ),
-    (["hydra/launcher=nope"], "Available options in 'hydra/launcher': basic, joblib, slurm,"),
+    (
+        ["hydra/launcher=nope"],
+        "Available options in 'hydra/launcher': basic, fused, joblib, slurm,",
+    ),
     (
         ["protocol=popgym"],
         "protocol='popgym' is invalid: protocol is a config group not in the defaults; add it "
