@@ -158,19 +158,10 @@ class FusedLauncher(Launcher):
     def _fitting(self, group: list[Job]) -> list[list[Job]]:
         """``group`` in programs of at most ``max_members`` jobs that fit in the devices'
         memory (the footprint estimate of the group, per member), with one line if split."""
-        from stoixlite.run.build import build_group
-        from stoixlite.run.footprint import device_memory, estimate, run_devices, size_text
+        from stoixlite.run.fused import fitting_size
 
-        size, why = len(group), ""
-        run = build_group([job.plan for job in group])
-        total = estimate(run).total
-        memory = device_memory(run_devices(run))
-        if memory is not None and total > memory[0]:
-            size = max(1, int(memory[0] // math.ceil(total / len(group))))
-            why = f"they need at least {size_text(total)} of memory and {memory[1]} has "
-            why += size_text(memory[0])
-        if self.max_members is not None and self.max_members < size:
-            size, why = self.max_members, f"hydra.launcher.max_members={self.max_members}"
+        plans = [job.plan for job in group]
+        size, why = fitting_size(plans, self.max_members, "hydra.launcher.max_members")
         if size >= len(group):
             return [group]
         parts = [group[i : i + size] for i in range(0, len(group), size)]

@@ -35,6 +35,7 @@ import jax
 import numpy as np
 
 from stoixlite.config.plan import RunPlan
+from stoixlite.run import footprint
 from stoixlite.run.build import build_group
 from stoixlite.run.divergence import (
     CollapseWatch,
@@ -89,6 +90,27 @@ class _Seat:
     @property
     def seeds(self) -> int:
         return self.lanes.stop - self.lanes.start
+
+
+def fitting_size(
+    plans: list[RunPlan], max_members: int | None = None, cap: str = "max_members"
+) -> tuple[int, str]:
+    """How many of ``plans`` (at least two, one :func:`~stoixlite.run.build.program_key`) one
+    program may hold, and why fewer than all (``""`` when all): the group's memory estimate
+    (:func:`~stoixlite.run.footprint.estimate`, every member counted) against its devices'
+    memory, and ``max_members`` (``None``: no cap; named ``cap`` in the reason). Builds the
+    group's run; compiles nothing."""
+    size, why = len(plans), ""
+    run = build_group(plans)
+    total = footprint.estimate(run).total
+    memory = footprint.device_memory(run_devices(run))
+    if memory is not None and total > memory[0]:
+        size = max(1, int(memory[0] // math.ceil(total / len(plans))))
+        why = f"they need at least {footprint.size_text(total)} of memory and {memory[1]} has "
+        why += footprint.size_text(memory[0])
+    if max_members is not None and max_members < size:
+        size, why = max_members, f"{cap}={max_members}"
+    return min(size, len(plans)), why if size < len(plans) else ""
 
 
 def train_group(
