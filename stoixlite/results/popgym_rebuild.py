@@ -91,6 +91,17 @@ def rebuild_lines(cells: Cells) -> list[str]:
         "commands may share one `--out` on one machine (say one per terminal, each with its own",
         "`--envs`): a runner locks each cell while it trains it, and skips a cell another runner",
         "holds or finished since it started.",
+        "",
+        "Cells that share one compiled program train as one, each in its own run directory and",
+        "with the record it would have alone (up to float rounding; `--no-fuse`: every cell in",
+        "its own process): the variants of a cell given in one call, e.g. `--variant lr1 lr3 --",
+        "system.lr=1e-3,3e-3` (one name per combination of the comma lists, in Hydra's order),",
+        "which differ only in values the program takes as inputs (the `system` rates and",
+        "coefficients; [experiments.md](experiments.md#sweeps-as-one-program)). A fused cell's",
+        "attempt in its record names the cells of its program (`program`: a list of",
+        "`<env>/<difficulty>/<model>+<variant>`, itself included); a cell alone has none. Cells",
+        "of another env, difficulty, network or shape, and cells resumed from a checkpoint, train",
+        "alone, with one line saying why.",
     ]
     if extra:
         shown = "; ".join(f"{cell}: {', '.join(models)}" for cell, models in sorted(extra.items()))

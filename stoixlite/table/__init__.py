@@ -8,6 +8,8 @@ records, and write the table's pages from the records.
 Modules: :mod:`~stoixlite.table.checkout` (the source checkout and its git state, the default
 places), :mod:`~stoixlite.table.cells` (the cells asked for, their commands, whether each is
 pending), :mod:`~stoixlite.table.estimates` (wall times from the records), :mod:`~stoixlite.table.
-runner` (training the cells, side by side, locks, records), :mod:`~stoixlite.table.report`
+runner` (training the cells, side by side, locks, records), :mod:`~stoixlite.table.programs`
+(which cells share one program), :mod:`~stoixlite.table.fused_cells` (the process that trains
+them as one), :mod:`~stoixlite.table.report`
 (the pages and the figure from the records), :mod:`~stoixlite.table.cli` (the command line).
 """

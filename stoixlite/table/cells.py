@@ -6,7 +6,8 @@ A cell is (env, difficulty, network[+variant]); its run directory is
 ``<records>/<env>/<difficulty>/<network>[+<variant>].json``
 (:mod:`stoixlite.results.popgym_records`). ``args`` below is the ``train`` command line
 (:mod:`stoixlite.table.cli`): ``seeds``, ``stop_at``, ``variant``, ``overrides`` (after ``--``),
-``envs``, ``difficulties``, ``networks``.
+``envs``, ``difficulties``, ``networks``; with several variants (``--variant A B -- key=1,2``),
+one view of it per variant (:func:`variant_views`), which each of its cells carries.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import sys
 from argparse import Namespace
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from stoixlite.cli.args import checked_run_config
 from stoixlite.results.popgym_cells import COLUMNS
@@ -35,6 +37,21 @@ PAPER_BEST = "paper_best"  # in --networks: the paper's best model of each publi
 # paper's best models behind "our best" on the published ones (popgym_cells.table_cells).
 DEFAULT_NETWORKS = [*COLUMNS, PAPER_BEST]
 DEFAULT_SEEDS = [10, 11, 12]
+
+
+def variant_views(args: Namespace) -> list[Namespace]:
+    """The ``train`` arguments of each variant asked for (``args.variants``: ``[(name,
+    overrides), ...]``; without it ``args`` itself): ``args`` with that ``variant`` and its
+    ``overrides``."""
+    variants = getattr(args, "variants", None)
+    if not variants:
+        return [args]
+    return [Namespace(**{**vars(args), "variant": v, "overrides": o}) for v, o in variants]
+
+
+def config_key(env: str, difficulty: str, network: str, variant: str | None) -> tuple:
+    """A cell's key in the runner's ``configs``: ``(env, difficulty, <network>[+<variant>])``."""
+    return (env, difficulty, record_name(network, variant))
 
 
 def cell_dir(out: Path, env: str, difficulty: str, network: str, variant: str | None) -> Path:
@@ -119,6 +136,12 @@ class Cell:
     estimate: float | None = None
     fresh: bool = False  # train from scratch (its record or checkpoint has other settings)
     seen: int | None = None  # the record's mtime when pending() last read it (None: absent)
+    args: Namespace | None = None  # the train arguments of its variant (None: the runner's)
+    plan: Any = None  # its RunPlan, once the runner asked which program trains it
+
+    def view(self, args: Namespace) -> Namespace:
+        """The ``train`` arguments of this cell: its variant's, else ``args``."""
+        return self.args if self.args is not None else args
 
     @property
     def name(self) -> str:
@@ -159,7 +182,8 @@ def pending(args: Namespace, cell: Cell, configs: dict) -> bool:
     """Whether ``cell`` needs training (prints why not). A record trained with other settings
     than the cell's config today (:func:`~stoixlite.results.popgym_records.changed_settings`)
     trains afresh: its record is replaced when the new run finishes. ``configs``: the cells'
-    checked configs where known (``{(env, difficulty, network): RunConfig}``)."""
+    checked configs where known (``{(env, difficulty, <network>[+<variant>]): RunConfig}``)."""
+    args = cell.view(args)
     cell.seen = mtime(cell.record)
     if cell.seen is None:
         return True
@@ -168,7 +192,7 @@ def pending(args: Namespace, cell: Cell, configs: dict) -> bool:
     except RecordError as err:
         print(f"{cell.name}: {err}; it will be replaced", flush=True)
         return True
-    cfg = configs.get((cell.env, cell.difficulty, cell.network))
+    cfg = configs.get((cell.env, cell.difficulty, cell.path.name))
     if cfg is None:
         cfg, _ = checked_run_config(cell_overrides(args, cell.env, cell.difficulty, cell.network))
     changed = changed_settings(record, cfg) if cfg is not None else []

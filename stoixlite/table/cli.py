@@ -7,6 +7,14 @@ budget (``arch.target_return=null``), its run directory in
 ``<out>/<env>/<difficulty>/<network>[+<variant>]``. When a cell finishes or is interrupted, its
 record (:mod:`stoixlite.results.popgym_records`) is written to ``--records``.
 
+Several variants in one call: ``--variant A B C D -- system.lr=1e-3,3e-3 system.ent_coef=0,0.01``
+names the combinations of the comma lists (Hydra's sweep syntax and order: the last list varies
+fastest), one cell per network and variant. Cells that share one compiled program (the variants
+of a cell that change only values the program takes as inputs) train as one program
+(:mod:`stoixlite.table.programs`), each cell with its own run directory and the record it would
+have alone, whose attempt names the program's cells (``program``); ``--no-fuse`` trains each
+cell in its own process.
+
 A cell being trained by another runner (another ``train`` with the same ``--out``, here or in
 another terminal) is skipped: each runner holds an exclusive lock on ``<run dir>.lock`` while it
 trains the cell, and checks again whether the cell is still pending when it takes the lock.
@@ -19,9 +27,10 @@ other settings than the cell's config today (``env``, ``network``, ``system``, t
 ``arch.num_envs`` differ: a default changed since), which trains afresh. An interrupted cell
 with a checkpoint in its run directory is resumed (``resume=<dir>``); one without trains
 afresh, and its record is replaced only by one that trained at least as far. ``--jobs N``
-trains N cells side by side, each its own process. ``--time-limit S`` starts only cells whose
-estimated wall time (from the records' wall times on the same kind of machine, scaled by
-``--jobs``) fits in what is left of S seconds, and at S stops the cells still training cleanly,
+trains N programs (a cell, or cells fused) side by side, each its own process.
+``--time-limit S`` starts only cells whose estimated wall time (from the records' wall times on
+the same kind of machine, scaled by ``--jobs``; a fused program: its cells' sum) fits in what
+is left of S seconds, and at S stops the cells still training cleanly,
 recording them as interrupted. Overrides after ``--`` go to every cell of this call and must
 come with ``--variant NAME``. In a source checkout, training refuses a tree with uncommitted
 changes to tracked files (a record names the commit it ran at) unless ``--allow-changes`` is
@@ -48,6 +57,7 @@ from argparse import ArgumentParser, Namespace
 from pathlib import Path
 
 from stoixlite.cli.args import OneLineArgumentParser, checked_run_config
+from stoixlite.cli.sweep_overrides import sweep_combinations
 from stoixlite.results.popgym_paper import DIFFICULTIES, ENVS
 from stoixlite.table import checkout
 from stoixlite.table.cells import (
@@ -56,6 +66,8 @@ from stoixlite.table.cells import (
     PAPER_BEST,
     cell_order,
     cell_overrides,
+    config_key,
+    variant_views,
 )
 
 TRAIN_OUT = Path("outputs") / "popgym_table"
@@ -82,7 +94,14 @@ def parser() -> OneLineArgumentParser:
         f"each published cell (default: {' '.join(DEFAULT_NETWORKS)})",
     )
     tr.add_argument("--seeds", nargs="+", type=int, default=DEFAULT_SEEDS)
-    tr.add_argument("--variant", default=None, help="name of the overrides after --")
+    tr.add_argument(
+        "--variant",
+        nargs="+",
+        default=None,
+        metavar="NAME",
+        help="name of the overrides after --; with comma lists there (key=a,b: Hydra's sweep "
+        "syntax), one name per combination in Hydra's order (the last list varies fastest)",
+    )
     tr.add_argument(
         "--stop-at",
         default="null",
@@ -105,6 +124,12 @@ def parser() -> OneLineArgumentParser:
         "--allow-changes",
         action="store_true",
         help="train from a checkout with uncommitted changes (records the diff's hash)",
+    )
+    tr.add_argument(
+        "--no-fuse",
+        action="store_true",
+        help="train every cell in its own process (by default cells that share one compiled "
+        "program, e.g. variants that change only system.lr or ent_coef, train as one program)",
     )
     tr.add_argument("--dry-run", action="store_true", help="print the commands only")
     rp = sub.add_parser("report", help="write the table's pages and figure from the records")
@@ -215,8 +240,24 @@ def train_checked(top: ArgumentParser, args: Namespace) -> int:
         top.error(f"--time-limit {args.time_limit}: must be a positive number of seconds")
     if args.overrides and not args.variant:
         top.error("overrides after -- need --variant NAME (the cells' directory suffix)")
-    if args.variant and not args.variant.replace("_", "").replace("-", "").isalnum():
-        top.error(f"--variant {args.variant!r}: letters, digits, '-' and '_' only")
+    for name in args.variant or []:
+        if not name.replace("_", "").replace("-", "").isalnum():
+            top.error(f"--variant {name!r}: letters, digits, '-' and '_' only")
+    if args.variant and len(set(args.variant)) != len(args.variant):
+        top.error(f"--variant {' '.join(args.variant)}: each name once")
+    try:
+        combinations = sweep_combinations(args.overrides)
+    except ValueError as err:
+        top.error(f"overrides after --: {err}")
+    if args.variant and len(combinations) != len(args.variant):
+        top.error(
+            f"--variant gives {len(args.variant)} name(s) for the {len(combinations)} "
+            "combination(s) of the overrides after -- (one name per combination, in Hydra's "
+            "order: the last comma list varies fastest)"
+        )
+    several = bool(args.variant) and len(args.variant) > 1
+    args.variants = list(zip(args.variant, combinations, strict=True)) if several else None
+    args.variant = args.variant[0] if args.variant else None
     if sorted(args.seeds) != list(range(min(args.seeds), min(args.seeds) + len(args.seeds))):
         top.error(f"--seeds {args.seeds}: consecutive seeds only (they train in one program)")
     args.seeds = sorted(args.seeds)
@@ -227,16 +268,18 @@ def train_checked(top: ArgumentParser, args: Namespace) -> int:
         path = getattr(args, flag)
         if path.exists() and not path.is_dir():
             top.error(f"--{flag} {path}: not a directory")
-    configs = {}  # (env, difficulty, network): the cell's RunConfig (all, or each network once)
+    configs = {}  # (env, difficulty, network[+variant]): the cell's RunConfig (all, or some)
     checked = set()
-    for env, difficulty, network in cell_order(args):
-        if args.time_limit is None and network in checked:
-            continue  # only estimates need every cell's config (budget): each network once
-        cfg, error = checked_run_config(cell_overrides(args, env, difficulty, network))
-        if error is not None:
-            top.error(f"network={network}: {error}")
-        configs[(env, difficulty, network)] = cfg
-        checked.add(network)
+    for view in variant_views(args):
+        for env, difficulty, network in cell_order(args):
+            if args.time_limit is None and (network, view.variant) in checked:
+                continue  # only estimates need every cell's config (budget): each network once
+            cfg, error = checked_run_config(cell_overrides(view, env, difficulty, network))
+            if error is not None:
+                shown = f" (--variant {view.variant})" if len(args.variants or []) > 1 else ""
+                top.error(f"network={network}{shown}: {error}")
+            configs[config_key(env, difficulty, network, view.variant)] = cfg
+            checked.add((network, view.variant))
     dirty = root is not None and checkout.git_state(root)[1] != "clean"
     if not args.dry_run and not args.allow_changes and dirty:
         top.error(

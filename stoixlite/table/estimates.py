@@ -10,7 +10,8 @@ from stoixlite.table.cells import Cell
 
 def wall_estimates(roots: list[Path], gpu: bool) -> dict:
     """Seconds per env step and per cell trained at once (a record's wall time divided by its
-    steps and by the cells that shared its machine) on the same kind of machine (GPU or not):
+    steps and by the cells that shared its machine: its ``jobs`` times the cells of its fused
+    ``program``) on the same kind of machine (GPU or not):
     ``{(env, difficulty, model): s/step}`` and ``{model: [s/step, ...]}``, from ``roots`` (the
     first root that has a cell or a model gives its rates)."""
     exact: dict = {}
@@ -26,7 +27,8 @@ def wall_estimates(roots: list[Path], gpu: bool) -> dict:
             wall, steps = record.get("wall_s"), record.get("steps")
             if ("GPU:" in str(last.get("machine", ""))) != gpu or not wall or not steps:
                 continue
-            rate = float(wall) / float(steps) / max(1, int(last.get("jobs") or 1))
+            shared = max(1, int(last.get("jobs") or 1)) * len(last.get("program") or [None])
+            rate = float(wall) / float(steps) / shared  # a fused program: its cells shared it
             name = record_name(record["model"], record.get("variant"))
             exact.setdefault((record["env"], record["difficulty"], name), rate)  # first root wins
             found.setdefault(name, []).append(rate)
