@@ -101,6 +101,20 @@ def test_the_record_names_the_program_that_trained_it(fused_and_alone):
     assert alone["command"].startswith("python -m stoixlite.rec_ppo ")
 
 
+def test_the_page_of_every_model_says_which_cells_shared_a_program(fused_and_alone):
+    """The "on" column of popgym_table_runs.md: a fused cell's program counts among the cells
+    trained at once, and is named; a cell alone reads as before."""
+    from stoixlite.results.popgym_cells import ModelCell
+
+    fused_records, alone_records, _ = fused_and_alone
+    fused = read_record(fused_records / EASY[0] / EASY[1] / "gru+lo.json")
+    alone = read_record(alone_records / EASY[0] / EASY[1] / "gru+lo.json")
+    where = ModelCell("gru+lo", alone).machine  # CPU or GPU: where the tests run
+    assert ModelCell("gru+lo", fused).machine == f"{where}, 2 cells at once (2 in one program)"
+    assert ModelCell("gru+lo", fused).jobs == 2 and ModelCell("gru+lo", alone).jobs == 1
+    assert where in ("CPU", "GPU")
+
+
 def test_cells_that_cannot_share_a_program_train_alone_with_one_line(tmp_path, capsys):
     out, records = tmp_path / "o", tmp_path / "r"
     # other hidden sizes: other shapes, other programs; the lr variants share one

@@ -70,9 +70,16 @@ class ModelCell:
         return "GPU:" in str(self.last_attempt.get("machine", ""))
 
     @property
+    def program(self) -> list[str]:
+        """The cells of the fused program of its last attempt (itself included; empty when it
+        trained alone)."""
+        return list(self.last_attempt.get("program") or [])
+
+    @property
     def jobs(self) -> int:
-        """How many cells trained side by side with its last attempt (itself included)."""
-        return max(1, int(self.last_attempt.get("jobs") or 1))
+        """How many cells trained side by side with its last attempt (itself included): its
+        runner's programs side by side (``jobs``) times the cells of its program."""
+        return max(1, int(self.last_attempt.get("jobs") or 1)) * max(1, len(self.program))
 
     @property
     def last_attempt(self) -> dict:
@@ -82,7 +89,8 @@ class ModelCell:
     def machine(self) -> str:
         """``"GPU"`` or ``"CPU"`` where its last attempt ran, and the cells trained side by side."""
         where = "GPU" if self.gpu else "CPU"
-        return f"{where}, {self.jobs} cells at once" if self.jobs > 1 else where
+        fused = f" ({len(self.program)} in one program)" if self.program else ""
+        return f"{where}, {self.jobs} cells at once{fused}" if self.jobs > 1 else where
 
     @property
     def changed(self) -> list[str]:

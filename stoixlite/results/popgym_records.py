@@ -12,7 +12,10 @@ needed):
 * ``budget`` (``arch.total_timesteps``), ``steps`` trained per seed, ``seeds``;
 * ``attempts``: per training process its start (UTC), the commit, ``tree`` (``clean``, or
   ``changes <sha256 of git diff HEAD, 12 hex>`` when it ran from a tree with uncommitted
-  changes), the machine, the cells trained side by side (``jobs``), exit code and wall seconds;
+  changes), the machine, the programs trained side by side (``jobs``), exit code and wall
+  seconds, and for a cell trained in one fused program with others (``python -m stoixlite.table
+  train`` fuses cells that share a program) ``program``: that program's cells
+  (``<env>/<difficulty>/<model>[+<variant>]``, itself included; absent for a cell alone);
 * ``wall_s``: the run's own clock over all attempts (compile and evaluations included);
 * ``per_seed``: ``seed``, ``steps``, ``mmer_paper`` (the paper's statistic: the mean return of
   the last 100 finished training episodes, read every 65,536 steps, maximised over training;
