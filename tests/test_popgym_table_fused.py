@@ -228,3 +228,16 @@ def test_a_fused_records_wall_time_is_shared_by_its_programs_cells(tmp_path):
     for cell in cells:
         cell.estimate = estimates.estimate(cell, 1000, rates, jobs=2)
     assert runner.unit_estimate(cells) == 40.0  # the program's wall time again
+
+
+def test_the_program_process_refuses_a_malformed_command_line(capsys):
+    from stoixlite.table.fused_cells import main, parse_argv
+
+    results, cells = parse_argv(["--results", "r.json", "--cell", "a", "x=1", "--cell", "b"])
+    assert str(results) == "r.json" and [(str(d), o) for d, o in cells] == [("a", ["x=1"]),
+                                                                            ("b", [])]  # fmt: skip
+    for argv in ([], ["--results", "r"], ["--results", "r", "x=1", "--cell", "a"],
+                 ["--results", "r", "--cell", "a"], ["--results", "r", "--cell", "--cell", "b"]):
+        assert main(argv) == 2  # fmt: skip
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("stoixlite.table.fused_cells: "), lines
