@@ -151,3 +151,11 @@ def run_cli(argv: list[str], capsys, monkeypatch) -> tuple[int, str, str]:
         root.setLevel(level)
     captured = capsys.readouterr()
     return code, captured.out, captured.err
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m and -k select
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The ``heavy`` tests (tests/heavy_tests.py) marked as such."""
+    from heavy_tests import mark_heavy
+
+    mark_heavy(config, items)
