@@ -154,6 +154,37 @@ HEAVY: dict[str, str] = {
     "tests/test_popgym_autoencode.py::test_equivalence[random-hard]": (
         "the hard level against popgym; easy and medium run by default"
     ),
+    "tests/test_next_values.py::test_rollouts_next_values_equal_the_full_bootstrap"
+    "[gymnax/Pendulum-v1-512-2]": "the two-seed Box-action case; MemoryChain's runs by default",
+    "tests/test_host_envs.py::test_truncation_bootstraps_from_true_final_observation": (
+        "a host-env training; the bootstrap identity runs by default (test_next_values)"
+    ),
+    "tests/test_branching.py::test_policy_actions_step_the_env_once_not_once_per_candidate"
+    "[mask]": "the mask case; skip's (the CPU's default) runs by default",
+    "tests/test_checkpointing.py::test_round_trip_with_empty_leaves": "a second run compiled",
+    "tests/test_experiments.py::test_resume_refuses_other_chunks_and_extends_with_the_same_chunk"
+    "_size": "runs resumed with other chunk sizes",
+    "tests/test_rnn_custom_vjp.py::test_module_matches_flax_cell[lstm]": (
+        "lstm's case; gru's runs by default"
+    ),
+    "tests/test_craftax_adapter.py::test_registered_variants[symbolic-obs1-43-100000-67]": (
+        "Craftax's full game compiled"
+    ),
+    "tests/test_dependencies.py::test_scripts_and_tests_import_only_declared_dependencies": (
+        "every script and test file parsed"
+    ),
+    "tests/test_plotting.py::test_plot_leaks_no_third_party_log_lines": _SUBPROCESS_RUNS,
+    "tests/test_memory_properties.py::test_output_shape_and_carry_stable[dnc]": _REFERENCE,
+    "tests/test_memory_properties.py::test_output_shape_and_carry_stable[gtrxl]": _REFERENCE,
+    "tests/test_popgym_labyrinth.py::test_native_mazes_are_perfect_and_random_play_truncates"
+    "[labyrinth_escape]": "the escape maze; labyrinth_explore's runs by default",
+    "tests/test_env_contract.py::test_batched_stack_auto_resets_under_jit_and_vmap"
+    "[gymnax/Breakout-MinAtar]": "MinAtar compiled under jit and vmap; other envs by default",
+    "tests/test_env_contract.py::test_batched_stack_auto_resets_under_jit_and_vmap"
+    "[gymnax/MetaMaze-misc]": "MetaMaze compiled under jit and vmap; other envs by default",
+    "tests/test_invalid_actions.py::test_evaluate_plays_in_checked_mode": (
+        "checked mode's host callbacks in the evaluator"
+    ),
 }
 
 
