@@ -43,3 +43,43 @@ def test_callback_ignores_error_files_from_an_earlier_sweep(tmp_path, capsys):
     assert info.value.code == 1
     line = capsys.readouterr().err.strip()
     assert "\n" not in line and "1_new/error.txt" in line and "0_old" not in line
+
+
+def test_job_returns_drop_their_configs_and_the_summary_still_names_failed_jobs(tmp_path, capsys):
+    """The multirun's callbacks as configs/hydra/callbacks configures them, in Hydra's order: each
+    job's return keeps its status, value and overrides but drops its configs (the launcher holds
+    every return until the sweep ends), after the failed-jobs summary has read the job's dir."""
+    from hydra._internal.callbacks import Callbacks
+    from hydra.core.utils import JobReturn, JobStatus
+
+    callbacks_cfg = OmegaConf.load(ROOT / "configs/hydra/callbacks/failed_jobs_summary.yaml")
+    sweep = OmegaConf.create(
+        {"hydra": {"sweep": {"dir": str(tmp_path)}, "callbacks": callbacks_cfg}}
+    )
+    callbacks = Callbacks(sweep)
+    callbacks.on_multirun_start(config=sweep)
+    returns = []
+    for index, fails in enumerate([False, True, False]):
+        job_dir = tmp_path / f"{index}_job"
+        job_dir.mkdir()
+        if fails:
+            (job_dir / "error.txt").write_text("ConfigError: arch.seed=-1 is invalid")
+        job_cfg = OmegaConf.create({"hydra": {"runtime": {"output_dir": str(job_dir)}}})
+        ret = JobReturn(
+            overrides=[f"arch.seed={index}"],
+            cfg=OmegaConf.create({"arch": {"seed": index}}),
+            hydra_cfg=job_cfg,
+            status=JobStatus.COMPLETED,
+        )
+        ret.return_value = float(index)
+        callbacks.on_job_end(config=job_cfg, job_return=ret)
+        returns.append(ret)
+    assert [(r.cfg, r.hydra_cfg) for r in returns] == [(None, None)] * 3
+    assert [r.return_value for r in returns] == [0.0, 1.0, 2.0]
+    assert [r.overrides for r in returns] == [[f"arch.seed={i}"] for i in range(3)]
+    with pytest.raises(SystemExit) as info:
+        callbacks.on_multirun_end(config=sweep)
+    assert info.value.code == 1
+    line = capsys.readouterr().err.strip()
+    assert line.startswith("multirun: 1 of 3 jobs failed") and "1_job/error.txt" in line
+    assert "0_job" not in line and "2_job" not in line

@@ -9,8 +9,13 @@ the sweep sees the failure. A sweep without failures is untouched (exit 0).
 Failed jobs are found two ways, so any launcher works: the jobs whose ``on_job_end`` reports a
 failure or whose directory holds an ``error.txt`` (launchers that run jobs in this process), and
 every ``error.txt`` written below the sweep directory since the multirun started (launchers
-that run jobs elsewhere). Enabled in ``configs/config.yaml`` through
-``configs/hydra/callbacks/failed_jobs_summary.yaml``.
+that run jobs elsewhere).
+
+:class:`LightJobReturns` keeps a long multirun's launcher bounded: Hydra's sweepers keep every
+job's :class:`JobReturn` until the sweep ends, and each carries two copies of configs (the job's
+``cfg`` and Hydra's ``hydra_cfg``, about 140 KiB together), which nothing reads once the job's
+end callbacks have run (the sweepers read ``return_value``, ``status`` and ``overrides``). Both
+are enabled in ``configs/config.yaml`` through ``configs/hydra/callbacks/failed_jobs_summary.yaml``.
 """
 
 from __future__ import annotations
@@ -95,6 +100,19 @@ class FailedJobsSummary(Callback):
         print(failure_summary(sweep_dir, list(self._failed), self._num_jobs), file=sys.stderr)
         sys.stderr.flush()
         sys.exit(EXIT_CODE)
+
+
+class LightJobReturns(Callback):
+    """Drop each job's configs from its :class:`JobReturn` (``cfg`` and ``hydra_cfg`` set to None)
+    once the job's end callbacks have read them (module docstring).
+
+    Hydra calls ``on_job_end`` in the reverse order of ``hydra.callbacks``: this callback is
+    listed first there so that it runs last, after every other callback (ours, and those a user
+    adds) has seen the whole return."""
+
+    def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
+        job_return.cfg = None
+        job_return.hydra_cfg = None
 
 
 def _job_dir(config: DictConfig, job_return: JobReturn) -> Path | None:
