@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from stoixlite.benchmark import soak
 from stoixlite.benchmark.soak import (
     growth,
     job_dirs,
@@ -80,3 +83,23 @@ def test_what_the_run_soak_calls_a_problem_and_its_growth():
     rows = [{"rss_mb": 100.0 + i, "fds": 20} for i in range(8)]
     assert growth(rows, 5, ["rss_mb", "fds"]) == {"rss_mb": 2.0, "fds": 0}
     assert growth(rows[:5], 5, ["rss_mb"]) == {}
+
+
+def test_overrides_go_after_the_options_with_or_without_dashes(tmp_path, monkeypatch):
+    """``soak run --steps N -- checkpoint.every=1000`` (as --help says) reaches the run."""
+
+    class Started(Exception):
+        pass
+
+    def started(args, work):
+        raise Started(args.overrides)
+
+    monkeypatch.setattr(soak, "soak_run", started)
+    out = ["--out", str(tmp_path / "soak.json"), "--work", str(tmp_path / "work")]
+    for argv in (
+        ["run", *out, "--steps", "5", "--", "checkpoint.every=1000", "arch.seed=3"],
+        ["run", *out, "checkpoint.every=1000", "--steps", "5", "arch.seed=3"],
+    ):
+        with pytest.raises(Started) as info:
+            soak.main(argv)
+        assert info.value.args[0] == ["checkpoint.every=1000", "arch.seed=3"]

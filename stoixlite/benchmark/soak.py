@@ -374,7 +374,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--failing", type=int, default=10, help="multirun: jobs that fail")
     parser.add_argument("--warmup", type=int, default=5, help="rows before growth is measured")
     parser.add_argument("overrides", nargs="*", help="extra Hydra overrides (after --)")
-    args = parser.parse_args(argv)
+    args = parser.parse_intermixed_args(argv)  # overrides after the options, or after --
     if not Path("/proc/self/status").exists():
         parser.error("the soak reads /proc: Linux only")
     if error := output_file_error(args.out):
