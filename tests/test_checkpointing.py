@@ -238,3 +238,94 @@ def test_orbax_io_telemetry_is_off_only_within_the_checkpointers_calls():
         assert tensorstore_utils.get_tensorstore_raw_bytes() is None
     assert tensorstore_utils.get_tensorstore_raw_bytes is original
     assert isinstance(original(), int)
+
+
+def _stored_arrays(step_dir) -> set[str]:
+    """The names of the arrays orbax stored in a checkpoint's ``state`` item."""
+    import json
+
+    tree = json.loads((step_dir / "state" / "_METADATA").read_text())["tree_metadata"]
+    return {entry["key_metadata"][0]["key"] for entry in tree.values()}
+
+
+def test_small_whole_leaves_are_stored_as_one_array_and_restore_exactly(tmp_path, monkeypatch):
+    """Every array of a save costs memory for good inside orbax and TensorStore
+    (stoixlite/tracking/leaf_bundle.py): the small leaves go into one array of bytes, whatever
+    their dtypes and shapes, and come back bit for bit; a large leaf stays its own array."""
+    from stoixlite.tracking import leaf_bundle
+
+    monkeypatch.setattr(leaf_bundle, "BUNDLE_LEAF_MAX_BYTES", 256)
+    rng = np.random.default_rng(5)
+    tree = {
+        "f32": jnp.asarray(rng.normal(size=(3, 5)), jnp.float32),
+        "bf16": jnp.asarray(rng.normal(size=(7,)), jnp.bfloat16),
+        "i8": jnp.asarray(rng.integers(-100, 100, size=(2, 3, 2)), jnp.int8),
+        "u8": jnp.asarray(rng.integers(0, 255, size=(4,)), jnp.uint8),
+        "flags": jnp.asarray([True, False, True]),
+        "scalar": jnp.float32(-2.5),
+        "host": np.arange(3, dtype=np.int32),
+        "typed": jax.random.key(11),
+        "raw": jax.random.PRNGKey(12),
+        "empty": jnp.zeros((0, 4)),
+        "large": jnp.asarray(rng.normal(size=(100,)), jnp.float32),  # 400 bytes
+    }
+    with Checkpointer(tmp_path / "ckpt", {"hash": "h"}) as ckpt:
+        ckpt.save(1, tree, {"chunk": 1})
+        large = f"leaf_{sorted(tree).index('large'):05d}"  # a dict's leaves: by sorted key
+        assert _stored_arrays(tmp_path / "ckpt" / "1") == {"bundle", large}
+        restored, _, _ = ckpt.restore(jax.tree.map(jnp.zeros_like, tree))
+    assert_trees_identical(restored, tree)
+
+
+def test_checkpoints_written_before_bundling_restore_exactly(tmp_path, monkeypatch, exp_and_state):
+    """A checkpoint of format 1 (every leaf its own array, as every earlier commit wrote)
+    restores bit for bit, and the run's next save bundles."""
+    from stoixlite.tracking import checkpointing
+
+    cfg, exp, state = exp_and_state
+    fingerprint = config_fingerprint(cfg.to_dict())
+    with monkeypatch.context() as patch:
+        patch.setattr(checkpointing, "bundle", lambda arrays, meta: (arrays, meta))
+        patch.setattr(checkpointing, "FORMAT_VERSION", 1)
+        with Checkpointer(tmp_path / "ckpt", fingerprint) as ckpt:
+            ckpt.save(1, state, {"chunk": 1})
+    assert "bundle" not in _stored_arrays(tmp_path / "ckpt" / "1")
+    with Checkpointer(tmp_path / "ckpt", fingerprint) as ckpt:
+        restored, host, step = ckpt.restore(exp.init_state(jax.random.PRNGKey(0)))
+        assert (step, host) == (1, {"chunk": 1})
+        assert_trees_identical(restored, state)
+        ckpt.save(2, restored, {"chunk": 2})
+        assert ckpt.read_host(2)["format_version"] == 2
+    assert "bundle" in _stored_arrays(tmp_path / "ckpt" / "2")
+
+
+def _blocks_after(action, times: int) -> int:
+    """How many more memory blocks Python's allocator holds after ``times`` calls of
+    ``action`` (strings included, which the garbage collector does not track)."""
+    import gc
+    import sys
+
+    gc.collect()
+    before = sys.getallocatedblocks()
+    for i in range(times):
+        action(i)
+    gc.collect()
+    return sys.getallocatedblocks() - before
+
+
+def test_saves_keep_no_memory_per_leaf(tmp_path):
+    """A save of a state of many leaves keeps no memory per leaf. For every array orbax
+    writes, TensorStore keeps the key and value strings of a spec's dict for good (about four
+    blocks an array): 128 leaves kept about 550 blocks a save before the small leaves were
+    bundled into one array, and about 45 after, whatever the number of leaves
+    (stoixlite/tracking/leaf_bundle.py)."""
+    leaves = 128
+    state = {f"p{i:02d}": jnp.full((4, 3 + i % 5), float(i)) for i in range(leaves)}
+    state["key"] = jax.random.key(2)
+    ckpt = Checkpointer(tmp_path / "ckpt", {"hash": "h"}, keep_last=2)
+    for step in range(1, 18):  # warm-up: orbax's and TensorStore's first-use caches
+        ckpt.save(step, state, {"chunk": step}, eval_return=0.1 * step)
+    times = 10
+    grown = _blocks_after(lambda i: ckpt.save(18 + i, state, {"chunk": 18 + i}), times)
+    assert grown <= times * leaves, f"{grown} more memory blocks after {times} saves"
+    ckpt.close()

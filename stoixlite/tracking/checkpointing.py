@@ -5,7 +5,10 @@ A checkpoint (one step directory under ``<run dir>/checkpoints/``, step = comple
 * ``state``: every leaf of the learner-state pytree (params, optimiser state, env states, last
   timesteps, memory carries, PRNG key, update counter; with a leading ``[S]`` axis when several
   seeds are trained together), saved as a flat dict of arrays. Arrays sharded over devices (and
-  processes) are saved where they live: every process writes its own shards. Typed PRNG keys
+  processes) are saved where they live: every process writes its own shards; the small leaves
+  that every device holds whole are stored together as one array of bytes
+  (:mod:`stoixlite.tracking.leaf_bundle`: every array of a save costs memory for good inside
+  orbax and TensorStore; checkpoints without it, format 1, restore as well). Typed PRNG keys
   (``jax.random.key``) are stored as their raw ``key_data`` plus the key implementation, raw
   ``uint32`` keys as they are; both are restored bit for bit.
 * ``host`` (JSON): the host-loop state (chunk index, host PRNG key data, logger step, anything the
@@ -55,6 +58,7 @@ from stoixlite.tracking.checkpoint_errors import (
     one_line,
 )
 from stoixlite.tracking.files import BROKEN_DIRNAME, CHECKPOINT_DIRNAME
+from stoixlite.tracking.leaf_bundle import bundle, bundle_targets, unbundle
 from stoixlite.tracking.orbax_calls import quiet_orbax
 from stoixlite.tracking.state_arrays import (
     is_empty,
@@ -66,7 +70,8 @@ from stoixlite.tracking.state_arrays import (
 
 log = logging.getLogger(__name__)
 
-FORMAT_VERSION = 1
+# 2: the small whole leaves are stored together (stoixlite.tracking.leaf_bundle); 1 restores too
+FORMAT_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -185,7 +190,7 @@ class Checkpointer:
         """
         if step in self._manager.all_steps():
             return False
-        arrays, meta = pack_state(state)
+        arrays, meta = bundle(*pack_state(state))
         host_item = {
             "format_version": FORMAT_VERSION,
             "host": host,
@@ -337,14 +342,15 @@ class Checkpointer:
                 for i, m in enumerate(meta)
                 if not is_empty(m["shape"])
             }
+        stored = bundle_targets(targets, meta)
         with quiet_orbax():  # a failed read leaves no read of it running
             restored = self._manager.restore(
-                step, args=ocp.args.Composite(state=ocp.args.StandardRestore(targets))
+                step, args=ocp.args.Composite(state=ocp.args.StandardRestore(stored))
             )
         arrays = dict(restored["state"])
-        if set(arrays) != set(targets):
-            raise ValueError(f"checkpoint {step} holds {len(arrays)} of {len(targets)} leaves")
-        return host_item, arrays
+        if set(arrays) != set(stored):
+            raise ValueError(f"checkpoint {step} holds {len(arrays)} of {len(stored)} arrays")
+        return host_item, unbundle(arrays, targets, meta)
 
     def _quarantine(self, steps: list[int]) -> dict[int, Path]:
         """Move unreadable checkpoints out of the manager's directory (:func:`move_aside`) and
