@@ -299,6 +299,35 @@ def test_checkpoints_written_before_bundling_restore_exactly(tmp_path, monkeypat
     assert "bundle" in _stored_arrays(tmp_path / "ckpt" / "2")
 
 
+def test_damaged_files_of_arrays_stored_on_their_own(tmp_path, monkeypatch, caplog):
+    """The files orbax writes only for arrays stored on their own (sharded or large leaves):
+    `_sharding`, which orbax does not read (the checkpoint stays whole), and the arrays'
+    metadata, whose damage makes the checkpoint unreadable: one warning, the one before used.
+    (tests/test_checkpoint_damage.py damages every other file, from the command line.)"""
+    import logging
+    import shutil
+
+    from stoixlite.tracking import leaf_bundle
+
+    monkeypatch.setattr(leaf_bundle, "BUNDLE_LEAF_MAX_BYTES", 256)
+    tree = {"a": jnp.arange(6.0), "b": jnp.arange(3), "large": jnp.arange(200.0)}
+    with Checkpointer(tmp_path / "ckpt", {"hash": "h"}) as ckpt:
+        ckpt.save(1, tree, {"chunk": 1})
+        ckpt.save(2, tree, {"chunk": 2})
+    for name, whole in [("_sharding", True), ("array_metadatas/process_0", False)]:
+        copy = tmp_path / name.replace("/", "_") / "ckpt"
+        shutil.copytree(tmp_path / "ckpt", copy)
+        damaged = copy / "2" / "state" / name
+        damaged.write_bytes(b"\0" * damaged.stat().st_size)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING), Checkpointer(copy, {"hash": "h"}) as ckpt:
+            restored, _, step = ckpt.restore(jax.tree.map(jnp.zeros_like, tree))
+        assert step == (2 if whole else 1), name
+        assert_trees_identical(restored, tree)
+        warnings = [r.getMessage() for r in caplog.records if "unreadable" in r.getMessage()]
+        assert len(warnings) == (0 if whole else 1), warnings
+
+
 def _blocks_after(action, times: int) -> int:
     """How many more memory blocks Python's allocator holds after ``times`` calls of
     ``action`` (strings included, which the garbage collector does not track)."""
