@@ -545,22 +545,29 @@ def test_a_full_disk_while_checkpointing_is_one_line(dirs, capsys, monkeypatch, 
     ``OSError``: the checkpoint writer fails that way from the second checkpoint on.
     One line naming the directory, the full disk and the checkpoint kept; the partial
     checkpoint's temporary directory is removed; resume continues from the kept one."""
-    from orbax.checkpoint._src.serialization import serialization
+    from orbax.checkpoint._src.serialization import serialization, type_handlers
 
     from stoixlite.config.fingerprint import config_fingerprint
     from stoixlite.tracking.checkpointing import Checkpointer
 
+    def full_disk(real):
+        async def write(*args, **kwargs):
+            if (checkpoint_dir(run_dir) / "1").is_dir():  # the first checkpoint is written
+                raise ValueError(
+                    'RESOURCE_EXHAUSTED: Error writing "leaf_00018/0" in OCDBT database: Failed '
+                    "to write 1308827 bytes to file 19: No space left on device "
+                    "[os_error_code='28']"
+                )
+            return await real(*args, **kwargs)
+
+        return write
+
+    # TensorStore's writes of jax arrays (leaves stored on their own) and of host arrays (the
+    # bundle of small leaves: stoixlite/tracking/leaf_bundle.py)
     real = serialization.async_serialize_from_host
-
-    async def full(*args, **kwargs):
-        if (checkpoint_dir(run_dir) / "1").is_dir():  # the first checkpoint is written
-            raise ValueError(
-                'RESOURCE_EXHAUSTED: Error writing "leaf_00018/0" in OCDBT database: Failed to '
-                "write 1308827 bytes to file 19: No space left on device [os_error_code='28']"
-            )
-        return await real(*args, **kwargs)
-
-    monkeypatch.setattr(serialization, "async_serialize_from_host", full)
+    monkeypatch.setattr(serialization, "async_serialize_from_host", full_disk(real))
+    real = type_handlers.NumpyHandler._open_and_write
+    monkeypatch.setattr(type_handlers.NumpyHandler, "_open_and_write", full_disk(real))
     run_dir = tmp_path / "run"
     code, out, err = run_cli([*RUN, f"hydra.run.dir={run_dir}"], capsys, monkeypatch)
     lines = [line for line in err.splitlines() if line.strip()]

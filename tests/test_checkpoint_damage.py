@@ -42,7 +42,11 @@ def zero(path: Path) -> None:
 def test_a_failed_read_leaves_no_read_running(tmp_path, monkeypatch):
     """Many large arrays, the largest data file zeroed: the read fails while the other arrays'
     reads are in flight (in most tries: read five times); nothing of them may reach
-    ``sys.unraisablehook`` afterwards."""
+    ``sys.unraisablehook`` afterwards. Each array stored on its own (not bundled:
+    stoixlite/tracking/leaf_bundle.py), so that there are many reads."""
+    from stoixlite.tracking import leaf_bundle
+
+    monkeypatch.setattr(leaf_bundle, "BUNDLE_LEAF_MAX_BYTES", 0)
     state = {f"w{i}": jax.random.normal(jax.random.key(i), (512, 512)) for i in range(16)}
     directory = tmp_path / "checkpoints"
     with Checkpointer(directory, {"hash": "h"}, keep_last=3) as ckpt:
