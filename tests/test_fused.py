@@ -26,7 +26,8 @@ from stoixlite.config.plan import plan_run
 from stoixlite.run import build
 from stoixlite.run.fused import Member, train_group
 from stoixlite.run.loop import train
-from stoixlite.run.parts import Run, make_raw_env, members_axis, over_members
+from stoixlite.run.member_parts import MemberParts, members_axis, over_members, part_sizes
+from stoixlite.run.parts import Run, make_raw_env
 from stoixlite.run.resume import checkpoint_tree
 from stoixlite.tracking.checkpointing import Checkpointer, checkpoint_dir
 from stoixlite.tracking.jsonl import read_jsonl
@@ -117,8 +118,38 @@ def test_members_mapped_equal_members_batched():
         mapped = jax.jit(over_members(one, members, seeds))(state, scale)
         batched = jax.vmap(one)(state, scale)
         jax.tree.map(np.testing.assert_array_equal, mapped, batched)
-    assert members_axis("cpu", None) == "map"
+    assert members_axis("cpu", None) == "parts"
     assert members_axis("cpu", object()) == members_axis("gpu", None) == "vmap"
+
+
+@pytest.mark.parametrize(
+    ("members", "seeds", "cores", "sizes"),
+    [(5, 1, 2, (3, 2)), (2, 3, 2, (1, 1)), (3, 2, 1, (3,)), (4, 1, 16, (1, 1, 1, 1))],
+)
+def test_member_parts_equal_members_batched(members, seeds, cores, sizes):
+    """:class:`MemberParts` (parts of consecutive members at the same time, one thread each: the
+    CPU's members axis) computes what ``vmap`` over the lanes computes, in lane order, called
+    directly and compiled ahead of time, with the first argument donated part by part (the
+    caller's arrays are left whole)."""
+
+    def one(state, scale):
+        out = {"x": state["x"] * scale + jnp.sum(state["y"]), "y": state["y"] * 2.0}
+        return out, jnp.mean(state["x"]) + scale
+
+    assert part_sizes(members, cores) == sizes
+    lanes = members * seeds
+    state = {
+        "x": jnp.arange(lanes * 4, dtype=jnp.float32).reshape(lanes, 4),
+        "y": jnp.linspace(0.0, 1.0, lanes * 2).reshape(lanes, 2),
+    }
+    scale = jnp.arange(1, lanes + 1, dtype=jnp.float32)
+    batched = jax.vmap(one)(state, scale)
+    parts = MemberParts(one, sizes, seeds, donate=True)
+    for program in (parts, parts.lower(state, scale).compile()):
+        jax.tree.map(np.testing.assert_array_equal, program(state, scale), batched)
+    assert not any(leaf.is_deleted() for leaf in jax.tree.leaves(state))
+    with pytest.raises(ValueError, match="members must be at least 1"):
+        part_sizes(0, 2)
 
 
 def test_member_k_equals_its_run_alone(fused):

@@ -5,8 +5,9 @@ Builds the run of the given overrides and a fused group of ``--members`` runs li
 learn chunks (compile seconds of each), then per round times ``M`` chunks of the run alone, one
 after another (what the basic launcher trains for M jobs, with one compilation shared since the
 seed is an input), against one chunk of the group with its members as ``hydra/launcher=fused``
-computes them on these devices (:func:`stoixlite.run.parts.members_axis`: ``map`` on a CPU) and
-one with the other members axis (``vmap``: one batch), interleaved so that machine load hits all
+computes them on these devices (:func:`stoixlite.run.member_parts.members_axis`: ``parts`` on a
+CPU, one part of members per core at the same time) and one with the other members axis
+(``vmap``: one batch), interleaved so that machine load hits all
 alike. Reported per round: wall seconds and CPU seconds (this process, all threads: less moved
 by other processes' load than wall time) of each side and their ratios group / alone (below 1:
 the fused program is faster).
@@ -64,17 +65,18 @@ def main(argv: list[str] | None = None) -> int:
     from stoixlite.config.plan import plan_run
     from stoixlite.results.machine import cpu_description
     from stoixlite.run.build import build_group, build_run
-    from stoixlite.run.parts import members_axis, over_members
+    from stoixlite.run.member_parts import MemberParts, members_axis, part_sizes, usable_cores
 
     plans = [plan_run(cfg) for cfg in members]
+    sizes = part_sizes(args.members, usable_cores())
     alone, group = build_run(plans[0]), build_group(plans)
     state, _ = alone.init()
     trained = members_axis(group.plan.devices[0].platform, group.placement.mesh)
-    other = "vmap" if trained == "map" else "map"
+    other = "vmap" if trained == "parts" else "parts"
     seeds = group.config.arch.num_seeds
-    programs = {  # the group's learn chunk with its members batched and mapped
+    programs = {  # the group's learn chunk with its members batched and in parts
         "vmap": jax.jit(jax.vmap(group.learn_chunk), donate_argnums=0),
-        "map": jax.jit(over_members(group.learn_chunk, args.members, seeds), donate_argnums=0),
+        "parts": MemberParts(group.learn_chunk, sizes, seeds, donate=True),
     }
     compile_s = {"alone": timed(lambda: alone.compile_learn(state))[0]}
     compiled = {"alone": alone.compile_learn(state)}
@@ -96,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"overrides: {' '.join(args.overrides) or '(defaults)'}; {args.members} members")
     print(
         f"compile: alone {compile_s['alone']:.1f} s, fused group {compile_s[trained]:.1f} s "
-        f"(members {trained}, what hydra/launcher=fused trains here), {compile_s[other]:.1f} s "
+        f"(members {trained}{' ' + str(sizes) if trained == 'parts' else ''}, what "
+        f"hydra/launcher=fused trains here), {compile_s[other]:.1f} s "
         f"(members {other})"
     )
     print(f"each side trains {steps} env steps a round ({alone.plan.chunking} per run)")

@@ -38,6 +38,7 @@ from stoixlite.networks.actor_critic import ActorCritic
 from stoixlite.ppo.episode_window import empty_window
 from stoixlite.ppo.finite import all_finite
 from stoixlite.ppo.types import Hyper, LearnerState, PPOConfig
+from stoixlite.run.member_parts import MemberParts, members_axis, part_sizes, usable_cores
 from stoixlite.run.sharding import Placement
 
 Metrics = dict[str, jax.Array]
@@ -118,38 +119,6 @@ def over_seeds(
     return jax.jit(batched, donate_argnums=0 if donate else (), **layout)
 
 
-def over_members(fn: Callable, members: int, seeds: int) -> Callable:
-    """``fn`` of one seed over ``members x seeds`` lanes (lane ``m * seeds + s``), the members
-    one after another in the program (``lax.map``), each member's seeds ``vmap``-ped: every
-    member computes with the operations of its run alone. The members' axis of a fused group on
-    a CPU (:func:`members_axis`)."""
-    one = fn if seeds == 1 else jax.vmap(fn)
-
-    def split(x: jax.Array) -> jax.Array:
-        return x.reshape((members, seeds, *x.shape[1:]))
-
-    def merge(x: jax.Array) -> jax.Array:
-        return x.reshape((members * seeds, *x.shape[2:]))
-
-    def mapped(*args: Any) -> Any:
-        if seeds == 1:
-            return jax.lax.map(lambda a: one(*a), args)
-        out = jax.lax.map(lambda a: one(*a), jax.tree.map(split, args))
-        return jax.tree.map(merge, out)
-
-    return mapped
-
-
-def members_axis(platform: str, mesh: Any) -> str:
-    """How a fused group's program computes its members on devices of ``platform``: ``vmap``
-    (one batch over members, each matmul a batched one: an accelerator's wider batch) or ``map``
-    (one member after another, :func:`over_members`). XLA:CPU runs a batched matmul of per-member
-    weights slower than the members' matmuls one after another (docs/benchmarks.md, "Sweeps as
-    one program"), so on a CPU with one device the members are mapped; a group split over
-    devices keeps ``vmap`` (its lanes are sharded)."""
-    return "map" if platform == "cpu" and mesh is None else "vmap"
-
-
 def split_key(key: jax.Array) -> tuple[jax.Array, jax.Array]:
     """``(key, subkey)``: one split of ``key`` (the host key's step between chunks)."""
     both = jax.random.split(key)
@@ -204,10 +173,11 @@ class Run:
         shardings = self.state_shardings
         self.learn = over_seeds(self.learn_chunk, lanes, True, (shardings,), (shardings, rep))
         members, seeds = max(len(self.members), 1), self.config.arch.num_seeds
-        if members > 1 and members_axis(self.plan.devices[0].platform, place.mesh) == "map":
-            self.learn = jax.jit(over_members(self.learn_chunk, members, seeds), donate_argnums=0)
-            self.evaluator = jax.jit(over_members(self.evaluate, members, seeds))
         self.evaluator = over_seeds(self.evaluate, lanes, False, (rep, rep, rep), rep)
+        if members > 1 and members_axis(self.plan.devices[0].platform, place.mesh) == "parts":
+            sizes = part_sizes(members, usable_cores())
+            self.learn = MemberParts(self.learn_chunk, sizes, seeds, donate=True)
+            self.evaluator = MemberParts(self.evaluate, sizes, seeds, donate=False)
         self.split = over_seeds(split_key, lanes, False, (rep,), rep)
         self.params_finite = over_seeds(all_finite, 1)  # one flag over all lanes (no vmap)
         self.lanes_finite = over_seeds(all_finite, lanes, False, (rep,), rep)
