@@ -236,8 +236,13 @@ def test_the_program_process_refuses_a_malformed_command_line(capsys):
     results, cells = parse_argv(["--results", "r.json", "--cell", "a", "x=1", "--cell", "b"])
     assert str(results) == "r.json" and [(str(d), o) for d, o in cells] == [("a", ["x=1"]),
                                                                             ("b", [])]  # fmt: skip
-    for argv in ([], ["--results", "r"], ["--results", "r", "x=1", "--cell", "a"],
-                 ["--results", "r", "--cell", "a"], ["--results", "r", "--cell", "--cell", "b"]):
+    for argv in (
+        [],
+        ["--results", "r"],
+        ["--results", "r", "x=1", "--cell", "a"],
+        ["--results", "r", "--cell", "a"],
+        ["--results", "r", "--cell", "--cell", "b"],
+    ):
         assert main(argv) == 2  # fmt: skip
         lines = capsys.readouterr().err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("stoixlite.table.fused_cells: "), lines

@@ -266,7 +266,7 @@ def render(
         "steps per seed), learning rate, discount, GAE λ, entropy coefficient and rollout length,",
         "and any other setting that differs from most records (a memory model's own setting: from",
         "the model's default). Every other setting is stoixlite's default (\"What differs from",
-        "the paper\" above). Why each env and model has its settings:",
+        'the paper" above). Why each env and model has its settings:',
         "[learning.md](learning.md#what-the-defaults-are-and-why).",
         "",
         *settings_lines(cells),
