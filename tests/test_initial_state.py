@@ -10,7 +10,7 @@ import pytest
 from conftest import run_plan
 
 from stoixlite.run.build import build_run
-from stoixlite.run.parts import _unaliased
+from stoixlite.run.parts import _RUN_ONCE_COMPILER_OPTIONS, _unaliased
 
 
 def buffers(tree) -> list[tuple[int, ...]]:
@@ -56,3 +56,33 @@ def test_initial_state_has_one_buffer_per_leaf_and_trains(overrides):
     assert len(set(ids)) == len(ids)
     new_state, metrics = run.learn(state)  # donates the state
     assert np.isfinite(np.asarray(metrics["loss/total"])).all()
+
+
+def test_runs_that_compile_the_same_share_the_initial_state_program():
+    """The jobs of a seed sweep in one process (the cached run's copies) compile the initial
+    state once: the seed is the program's input, so each run still starts from its own state,
+    exactly the one a program compiled for it alone computes. Other hyperparameter values are
+    constants of the program: they get a program of their own (the newest kept)."""
+    small = ["network=gru", "env=popgym/repeat_first", "arch.num_envs=4", "arch.num_eval_envs=2"]
+    small += ["system.rollout_length=8", "system.num_minibatches=2", "arch.total_timesteps=64"]
+    small += ["arch.num_evaluations=1", "network.hidden_size=8", "network.embed_size=8"]
+    first = build_run(run_plan([*small, "arch.seed=3"]))
+    first_state, _ = first.init()
+    program = first.compiled["init"][1]
+    second = build_run(run_plan([*small, "arch.seed=4"]))
+    second_state, _ = second.init()
+    assert second.compiled is first.compiled and second.compiled["init"][1] is program
+    alone = jax.jit(second.init_state).lower(second._keys()[1]).compile(_RUN_ONCE_COMPILER_OPTIONS)
+    expected = alone(second._keys()[1])
+    for x, y in zip(jax.tree.leaves(second_state), jax.tree.leaves(expected), strict=True):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+    def flat(params):
+        return np.concatenate([np.ravel(np.asarray(x)) for x in jax.tree.leaves(params)])
+
+    assert not np.array_equal(flat(first_state.params), flat(second_state.params))
+    other_lr = build_run(run_plan([*small, "arch.seed=4", "system.lr=0.0123"]))
+    other_state, _ = other_lr.init()
+    assert other_lr.compiled["init"][1] is not program
+    np.testing.assert_allclose(np.asarray(other_state.hyper.lr), 0.0123, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(second_state.hyper.lr), np.asarray(first.hyper.lr))

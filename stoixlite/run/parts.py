@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from stoixlite.config.plan import RunPlan
@@ -270,13 +271,26 @@ class Run:
         vmapped orthogonal init is a batched LAPACK QR, which waits for the XLA CPU thread pool
         from inside it and deadlocked on 2 cores (jaxlib 0.10, framestack/elman with 3 seeds)."""
         init_keys = self._keys()[1]
-        one = jax.jit(self.init_state).lower(init_keys if self.num_lanes == 1 else init_keys[0])
-        init = one.compile(_RUN_ONCE_COMPILER_OPTIONS)
+        init = self._compiled_init(init_keys if self.num_lanes == 1 else init_keys[0])
         if self.num_lanes == 1:
             return _unaliased(init(init_keys))
         states = [init(k) for k in init_keys]
         stack = jax.jit(lambda s, h: jax.tree.map(lambda *x: jnp.stack(x), *s).replace(hyper=h))
         return stack(states, self.lane_hyper())
+
+    def _compiled_init(self, key: jax.Array) -> Any:
+        """:meth:`init_state` compiled for one seed's ``key``. The run's
+        :class:`~stoixlite.ppo.types.Hyper` values are constants of that program, so it is shared
+        (``compiled``) by the copies of a cached run whose values are the same (the jobs of a
+        seed sweep: one compile per multirun process instead of one per job); only the newest
+        values' program is kept."""
+        values = _values_key(self.hyper)
+        held = self.compiled.get("init")
+        if held is None or held[0] != values:
+            one = jax.jit(self.init_state).lower(key)
+            held = (values, one.compile(_RUN_ONCE_COMPILER_OPTIONS))
+            self.compiled["init"] = held
+        return held[1]
 
     def init(self) -> tuple[Any, jax.Array]:
         """Initial learner state and host PRNG key of every seed (leading seed axis when S > 1),
@@ -351,6 +365,14 @@ def _put_member(
 
     learner = tree["learner"].replace(hyper=hyper)
     return jax.tree.map(put, state, learner), put(key, tree["host_key"])
+
+
+def _values_key(tree: Any) -> tuple[Any, ...]:
+    """What identifies ``tree``'s concrete values exactly: its structure and each leaf's dtype,
+    shape and bytes."""
+    leaves, treedef = jax.tree.flatten(tree)
+    arrays = [np.asarray(leaf) for leaf in leaves]
+    return (str(treedef), *((a.dtype.str, a.shape, a.tobytes()) for a in arrays))
 
 
 def _distinct_buffers(tree: Any) -> Any:
