@@ -104,6 +104,39 @@ def test_a_closing_orbax_loop_settles_its_pending_reads(monkeypatch):
     assert type(fresh).__name__ != "SettlingLoop"  # the policy before is restored after
 
 
+def test_a_closed_settling_loop_drops_what_other_threads_schedule():
+    """A read cancelled when its loop closed still completes in TensorStore's threads, which
+    then schedule its result on the loop (``call_soon_threadsafe``): a closed
+    :class:`SettlingLoop` drops it (a plain loop raises "Event loop is closed", which Python
+    reported as an "Exception ignored" traceback); an open one runs it as usual."""
+    import asyncio
+    import threading
+
+    from stoixlite.tracking.orbax_calls import SettlingLoop
+
+    ran, errors = [], []
+
+    def schedule(loop: asyncio.AbstractEventLoop) -> None:
+        try:
+            loop.call_soon_threadsafe(ran.append, type(loop).__name__)
+        except RuntimeError as err:
+            errors.append(str(err))
+
+    for closed in (SettlingLoop(), asyncio.SelectorEventLoop()):
+        closed.close()
+        worker = threading.Thread(target=schedule, args=(closed,))
+        worker.start()
+        worker.join()
+    assert ran == [] and errors == ["Event loop is closed"]  # the plain loop's error only
+    running = SettlingLoop()
+    worker = threading.Thread(target=schedule, args=(running,))
+    worker.start()
+    worker.join()
+    running.run_until_complete(asyncio.sleep(0))
+    running.close()
+    assert ran == ["SettlingLoop"] and len(errors) == 1
+
+
 # --------------------------------------------------------------------------------------------
 # From the command line: resume and evaluate with each file of the newest checkpoint zeroed
 # --------------------------------------------------------------------------------------------

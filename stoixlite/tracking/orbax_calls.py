@@ -13,7 +13,8 @@ complete. A broken checkpoint of a few hundred arrays printed thousands of such 
 one-line warning.
 
 :func:`quiet_orbax` scopes every call into orbax: the event loops orbax creates meanwhile cancel
-and wait for their pending tasks before they close (:class:`SettlingLoop`, through an event loop
+and wait for their pending tasks before they close, and drop what TensorStore's threads schedule
+on them once closed (a cancelled read's result: :class:`SettlingLoop`, through an event loop
 policy set for the call's duration only), so a failed read ends with nothing left running, and
 orbax's own absl log lines (what it cannot read, raw ERROR lines) are silenced, and orbax's I/O
 telemetry is off (:func:`without_io_telemetry`); all are restored after. No process-wide hook is
@@ -34,7 +35,8 @@ import contextlib
 import logging
 import threading
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from contextvars import Context
 from types import ModuleType
 
 # How long a closing loop waits for its cancelled tasks (they end at their next await: a
@@ -59,6 +61,21 @@ class SettlingLoop(asyncio.SelectorEventLoop):
                         task.exception()
         super().close()
 
+    def call_soon_threadsafe(
+        self, callback: Callable[..., object], *args: object, context: Context | None = None
+    ) -> asyncio.Handle | None:
+        """As the base loop's, except that once the loop is closed the callback is dropped: a
+        TensorStore read cancelled by :meth:`close` still completes in TensorStore's threads,
+        which then schedule its result on this loop (nothing awaits it any more); the base loop
+        raises ``RuntimeError: Event loop is closed`` there, which Python reports as an
+        "Exception ignored" traceback."""
+        try:
+            return super().call_soon_threadsafe(callback, *args, context=context)
+        except RuntimeError:
+            if self.is_closed():
+                return None
+            raise
+
 
 class _SettlingPolicy(asyncio.DefaultEventLoopPolicy):
     def new_event_loop(self) -> asyncio.AbstractEventLoop:
@@ -82,6 +99,9 @@ def settled_event_loops() -> Iterator[None]:
             asyncio.set_event_loop_policy(previous)
 
 
+TELEMETRY_NAME = "get_tensorstore_raw_bytes"  # orbax's function that sums the byte counters
+
+
 def _telemetry_module() -> ModuleType | None:
     """orbax's module that sums TensorStore's byte counters, if this orbax has it."""
     try:
@@ -89,9 +109,6 @@ def _telemetry_module() -> ModuleType | None:
     except ImportError:
         return None
     return tensorstore_utils if hasattr(tensorstore_utils, TELEMETRY_NAME) else None
-
-
-TELEMETRY_NAME = "get_tensorstore_raw_bytes"
 
 
 def _no_raw_bytes(*args: object, **kwargs: object) -> None:
