@@ -114,7 +114,7 @@ def replay_inputs(exp, key, warmup: int):
     from stoixlite.ppo.gae import gae_advantages
     from stoixlite.ppo.rollout import bootstrap_values, rollout
 
-    state = exp.init_state(key)
+    state = exp.init_state(key, exp.hyper)
     state, *_ = rollout(exp.network.apply, exp.env, state, warmup)
     initial_carry = state.carry
     state, traj, carries_after, _ = rollout(

@@ -81,8 +81,8 @@ def collect(overrides: list[str], branching: str, seeds: int, invalid: bool = Fa
     """``(state before, state after, Collected)`` of one rollout of each of ``seeds`` seeds."""
     run, phases = build(overrides, branching, invalid)
     keys = jax.random.split(jax.random.PRNGKey(3), seeds)
-    init = jax.vmap(run.init_state)
-    state = jax.jit(init)(keys)
+    init = jax.vmap(run.init_state, in_axes=(0, None))
+    state = jax.jit(init)(keys, run.hyper)
     after, data = jax.jit(jax.vmap(phases.collect))(state)
     return state, after, data
 
@@ -282,7 +282,7 @@ def test_policy_actions_step_the_env_once_not_once_per_candidate(branching, monk
 
     def steps_and_conds(invalid: bool) -> tuple[int, list]:
         run, phases = build(["network=mlp", *CARTPOLE_5], branching, invalid)
-        state = jax.jit(run.init_state)(jax.random.PRNGKey(0))
+        state = jax.jit(run.init_state)(jax.random.PRNGKey(0), run.hyper)
         stepped.clear()
         jax.block_until_ready(jax.jit(phases.collect)(state))
         jax.effects_barrier()

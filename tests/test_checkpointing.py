@@ -22,7 +22,7 @@ from stoixlite.tracking.state_arrays import pack_state
 def exp_and_state():
     cfg = run_config(TINY + ["network=lstm"])
     exp = build_run(plan_run(cfg))
-    state = exp.init_state(jax.random.PRNGKey(3))
+    state = exp.init_state(jax.random.PRNGKey(3), exp.hyper)
     state, _ = exp.learn(state)  # non-trivial optimiser state, carries, env states
     return cfg, exp, state
 
@@ -49,7 +49,7 @@ def test_round_trip_exact(tmp_path, exp_and_state):
     host = {"chunk": 1, "host_key": np.asarray(jax.random.PRNGKey(1)).tolist(), "logger_step": 1}
     assert ckpt.save(1, tree, host, eval_return=0.5)
     template = {
-        "learner": exp.init_state(jax.random.PRNGKey(0)),
+        "learner": exp.init_state(jax.random.PRNGKey(0), exp.hyper),
         "typed": jax.random.key(0),
         "raw": jax.random.PRNGKey(0),
     }
@@ -70,13 +70,13 @@ def test_round_trip_with_empty_leaves(tmp_path):
     (found by an independent sweep: the run crashed at its first checkpoint)."""
     cfg = run_config(TINY + ["network=framestack", "network.frames=1"])
     exp = build_run(plan_run(cfg))
-    state, _ = exp.learn(exp.init_state(jax.random.PRNGKey(3)))
+    state, _ = exp.learn(exp.init_state(jax.random.PRNGKey(3), exp.hyper))
     empty = {"none": jnp.zeros((4, 0, 3)), "also": np.zeros((0,), np.int32)}
     assert any(x.size == 0 for x in jax.tree.leaves(state))
     tree = {"learner": state, **empty}
     with Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg.to_dict())) as ckpt:
         assert ckpt.save(1, tree, {"chunk": 1}, eval_return=0.5)
-        template = {"learner": exp.init_state(jax.random.PRNGKey(0)), **empty}
+        template = {"learner": exp.init_state(jax.random.PRNGKey(0), exp.hyper), **empty}
         restored, _, step = ckpt.restore(template)
         assert step == 1
         assert_trees_identical(restored, tree)
@@ -95,11 +95,11 @@ def test_round_trip_with_uint8_image_observations(tmp_path):
     the cnn encoder) comes back exactly, uint8 included, and trains on identically."""
     cfg = run_config(TINY + ["env=pixel/colour_cue", "network.cnn_channels=[4,8]"])
     exp = build_run(plan_run(cfg))
-    state, _ = exp.learn(exp.init_state(jax.random.PRNGKey(3)))
+    state, _ = exp.learn(exp.init_state(jax.random.PRNGKey(3), exp.hyper))
     assert state.timestep.observation.dtype == jnp.uint8
     with Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg.to_dict())) as ckpt:
         assert ckpt.save(1, {"learner": state}, {"chunk": 1}, eval_return=0.5)
-        restored, _, _ = ckpt.restore({"learner": exp.init_state(jax.random.PRNGKey(0))})
+        restored, _, _ = ckpt.restore({"learner": exp.init_state(jax.random.PRNGKey(0), exp.hyper)})
     assert_trees_identical(restored, {"learner": state})
     a, _ = exp.learn(jax.tree.map(jnp.array, state))
     b, _ = exp.learn(restored["learner"])
@@ -127,8 +127,9 @@ def test_refuses_other_network_config(tmp_path, exp_and_state):
     Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg.to_dict())).save(1, state, {"chunk": 1})
     other = run_config(TINY + ["network=lstm", "network.hidden_size=16"])
     ckpt = Checkpointer(tmp_path / "ckpt", config_fingerprint(other.to_dict()))
+    other_run = build_run(plan_run(other))
     with pytest.raises(CheckpointMismatchError, match=r"network\.hidden_size: 8 .* != 16") as err:
-        ckpt.restore(build_run(plan_run(other)).init_state(jax.random.PRNGKey(0)))
+        ckpt.restore(other_run.init_state(jax.random.PRNGKey(0), other_run.hyper))
     assert "\n" not in str(err.value)
     # Same fingerprint but a template with different leaves: refused, not silently reshaped.
     same = Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg.to_dict()))
@@ -158,7 +159,7 @@ def test_interrupted_save_leaves_existing_checkpoints_intact(tmp_path, exp_and_s
     assert all(p.exists() for p in partial)  # (a reader moves and removes nothing)
     fresh = Checkpointer(tmp_path / "ckpt", config_fingerprint(cfg.to_dict()))
     assert fresh.all_steps() == [1]
-    restored, host, step = fresh.restore(exp.init_state(jax.random.PRNGKey(0)))
+    restored, host, step = fresh.restore(exp.init_state(jax.random.PRNGKey(0), exp.hyper))
     assert step == 1 and host == {"chunk": 1}
     arrays_after, _ = pack_state(restored)
     for k, v in arrays_before.items():
@@ -291,7 +292,7 @@ def test_checkpoints_written_before_bundling_restore_exactly(tmp_path, monkeypat
             ckpt.save(1, state, {"chunk": 1})
     assert "bundle" not in _stored_arrays(tmp_path / "ckpt" / "1")
     with Checkpointer(tmp_path / "ckpt", fingerprint) as ckpt:
-        restored, host, step = ckpt.restore(exp.init_state(jax.random.PRNGKey(0)))
+        restored, host, step = ckpt.restore(exp.init_state(jax.random.PRNGKey(0), exp.hyper))
         assert (step, host) == (1, {"chunk": 1})
         assert_trees_identical(restored, state)
         ckpt.save(2, restored, {"chunk": 2})

@@ -425,7 +425,7 @@ def test_ppo_update_with_cnn_on_pixels_keeps_uint8_in_the_buffers():
     from stoixlite.ppo.rollout import rollout
 
     exp = build_pixel_run(["network=gru"])
-    state = jax.jit(exp.init_state)(jax.random.PRNGKey(0))
+    state = jax.jit(exp.init_state)(jax.random.PRNGKey(0), exp.hyper)
     assert state.timestep.observation.dtype == jnp.uint8
     _, traj, _, ends = jax.jit(
         lambda s: rollout(exp.network.apply, exp.env, s, 4, record_next_obs=True)

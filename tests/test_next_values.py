@@ -166,7 +166,7 @@ def test_rollouts_next_values_equal_the_full_bootstrap(env, length, truncations)
 
     @jax.jit
     def collect(key):
-        state = exp.init_state(key)
+        state = exp.init_state(key, exp.hyper)
         state, *_ = rollout(exp.network.apply, exp.env, state, 7)  # mid-episode carry
         s1, traj, after, ends = rollout(
             exp.network.apply, exp.env, state, length, record_next_obs=True
@@ -191,7 +191,7 @@ def test_training_with_one_step_rollouts(network):
     one-step rollout; stateful and stateless data paths)."""
     overrides = ["system.rollout_length=1", "system.bptt_length=1", "arch.total_timesteps=12"]
     exp = build_run(run_plan(ENV_OVERRIDES + overrides + [f"network={network}"]))
-    state = jax.jit(exp.init_state)(jax.random.PRNGKey(0))
+    state = jax.jit(exp.init_state)(jax.random.PRNGKey(0), exp.hyper)
     state, metrics = jax.jit(exp.update)(state)
     assert all(np.isfinite(np.asarray(v)).all() for v in metrics.values())
 

@@ -138,7 +138,7 @@ def test_update_reports_identity_on_first_minibatch():
             OVERRIDES + ["system.bptt_length=8", "system.num_minibatches=3", "system.epochs=2"]
         )
     )
-    state = jax.jit(exp.init_state)(jax.random.PRNGKey(0))
+    state = jax.jit(exp.init_state)(jax.random.PRNGKey(0), exp.hyper)
     _, metrics = jax.jit(exp.update)(state)
     assert float(metrics["loss/first_ratio_max_dev"]) < 1e-5
     assert float(metrics["loss/first_value_max_dev"]) < 1e-5
@@ -174,9 +174,9 @@ def test_burn_in_zero_is_todays_update():
     """``system.burn_in=0`` builds the sequences (no burn-in fields) and update of before."""
     exp = build_run(run_plan(OVERRIDES + ["system.bptt_length=8"]))
     exp0 = build_run(run_plan(OVERRIDES + ["system.bptt_length=8", "system.burn_in=0"]))
-    state = jax.jit(exp.init_state)(jax.random.PRNGKey(0))
+    state = jax.jit(exp.init_state)(jax.random.PRNGKey(0), exp.hyper)
     a, ma = jax.jit(exp.update)(state)
-    b, mb = jax.jit(exp0.update)(jax.jit(exp0.init_state)(jax.random.PRNGKey(0)))
+    b, mb = jax.jit(exp0.update)(jax.jit(exp0.init_state)(jax.random.PRNGKey(0), exp0.hyper))
     for x, y in zip(jax.tree.leaves(a.params), jax.tree.leaves(b.params), strict=True):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
 
@@ -207,7 +207,7 @@ def test_rollout_keeping_equals_rollout(model, keeps):
 
     @jax.jit
     def both(key):
-        state = exp.init_state(key)
+        state = exp.init_state(key, exp.hyper)
         state, *_ = rollout(exp.network.apply, exp.env, state, 5)  # mid-episode carry
         length = exp.ppo.rollout_length
         s1, traj1, after, _ = rollout(
@@ -256,7 +256,7 @@ def test_update_is_the_same_with_either_rollout_carries(model):
     for mode in ("every_step", "sequence_starts"):
         overrides = [f"network={model}", f"system.rollout_carries={mode}", *extra]
         exp = build_run(run_plan(OVERRIDES + overrides))
-        state = jax.jit(exp.init_state)(jax.random.PRNGKey(1))
+        state = jax.jit(exp.init_state)(jax.random.PRNGKey(1), exp.hyper)
         updates[mode] = jax.jit(exp.update)(state)
     carry = state.carry
     (a, ma), (b, mb) = updates["every_step"], updates["sequence_starts"]

@@ -120,7 +120,7 @@ def test_set_encoder_needs_a_set_env():
 def test_ppo_update_on_card_table_with_set_encoder():
     overrides = TINY + ["env=sets/card_table", "network.encoder=set"]
     exp = build_run(run_plan(overrides + ["network.set_pooling=attention"]))
-    state = jax.jit(exp.init_state)(jax.random.PRNGKey(0))
+    state = jax.jit(exp.init_state)(jax.random.PRNGKey(0), exp.hyper)
     _, metrics = jax.jit(exp.update)(state)
     assert float(metrics["loss/first_ratio_max_dev"]) < 1e-5
     assert np.isfinite(float(metrics["loss/total"]))

@@ -136,7 +136,7 @@ def test_stateless_networks_select_transitions():
 def test_transition_update_replays_rollout(network):
     """The full update on shuffled transitions keeps the rollout/replay identity."""
     exp = build_run(run_plan(OVERRIDES + [f"network={network}", "system.epochs=2"]))
-    state = jax.jit(exp.init_state)(jax.random.PRNGKey(0))
+    state = jax.jit(exp.init_state)(jax.random.PRNGKey(0), exp.hyper)
     _, metrics = jax.jit(exp.update)(state)
     assert float(metrics["loss/first_ratio_max_dev"]) < 1e-5
     assert float(metrics["loss/first_value_max_dev"]) < 1e-5
@@ -149,7 +149,7 @@ def test_feedforward_is_purejaxrl_network():
     from stoixlite.benchmark.peers.purejaxrl_ppo import TwoTowers
 
     exp = build_run(run_plan(["network=feedforward", "env=gymnax/CartPole-v1"]))
-    state = jax.jit(exp.init_state)(jax.random.PRNGKey(0))  # one program, not op by op
+    state = jax.jit(exp.init_state)(jax.random.PRNGKey(0), exp.hyper)  # one program, not op by op
     p = state.params["params"]
     assert set(p) == {"actor_mlp", "critic_mlp", "pi", "v"}  # no encoder, no memory parameters
     ref = TwoTowers(num_actions=2)

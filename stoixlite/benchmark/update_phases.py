@@ -61,7 +61,7 @@ def phase_programs(exp, updates: int) -> tuple[dict[str, Callable], object]:
     cfg, apply_fn = exp.ppo, exp.network.apply
     unroll = exp.config.system.rollout_unroll
     phases = make_update_phases(apply_fn, exp.env, cfg, rollout_unroll=unroll)
-    state = exp.init_state(jax.random.PRNGKey(0))
+    state = exp.init_state(jax.random.PRNGKey(0), exp.hyper)
     _, data = jax.jit(phases.collect)(state)
     sequences, _ = jax.jit(phases.prepare)(data, state.hyper)
 

@@ -128,7 +128,8 @@ class HostRun(Run):
         self._timestep = to_device(self.vector.reset(self.train_seeds()))
         return super().init()
 
-    def reset_envs(self, key: jax.Array) -> tuple[Any, Any]:
+    def reset_envs(self, key: jax.Array, env_params: dict[str, Any]) -> tuple[Any, Any]:
+        """The host envs' first timesteps (reset by :meth:`init`; no env state on device)."""
         return None, self._timestep
 
     def compile_programs(self, state: Any, key: jax.Array) -> Any:

@@ -27,7 +27,6 @@ from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from stoixlite.config.plan import RunPlan
@@ -199,11 +198,15 @@ class Run:
         """Members x seeds: the leading axis of the learner state when above 1."""
         return max(len(self.members), 1) * self.config.arch.num_seeds
 
+    def lane_hypers(self) -> list[Hyper]:
+        """The :class:`~stoixlite.ppo.types.Hyper` values of each lane, in lane order."""
+        hypers = self.member_hypers or (self.hyper,)
+        return [h for h in hypers for _ in range(self.config.arch.num_seeds)]
+
     def lane_hyper(self) -> Hyper:
         """The :class:`~stoixlite.ppo.types.Hyper` values of every lane (``[L]`` when L > 1)."""
-        hypers = self.member_hypers or (self.hyper,)
-        lanes = [h for h in hypers for _ in range(self.config.arch.num_seeds)]
-        return lanes[0] if len(lanes) == 1 else jax.tree.map(lambda *x: jnp.stack(x), *lanes)
+        lanes = self.lane_hypers()
+        return lanes[0] if len(lanes) == 1 else _stack_lanes(lanes)
 
     @property
     def config(self) -> RunConfig:
@@ -221,11 +224,12 @@ class Run:
     def steps_per_chunk(self) -> int:
         return self.plan.steps_per_chunk
 
-    def init_state(self, key: jax.Array) -> LearnerState:
-        """Fresh learner state of one seed: initial params, optimiser, reset envs and carries,
-        and the run's :class:`~stoixlite.ppo.types.Hyper` values."""
+    def init_state(self, key: jax.Array, hyper: Hyper) -> LearnerState:
+        """Fresh learner state of one seed from its init ``key``: initial params, optimiser,
+        envs reset with ``hyper.env`` (the env's traced params) and carries, and ``hyper`` (the
+        seed's :class:`~stoixlite.ppo.types.Hyper` values, e.g. :attr:`hyper`; traced or not)."""
         key, net_key, env_key = jax.random.split(key, 3)
-        env_state, timestep = self.reset_envs(env_key)
+        env_state, timestep = self.reset_envs(env_key, hyper.env)
         carry = self.network.initialize_carry(self.ppo.num_envs)
         params = self.network.init(
             net_key, carry, timestep.observation[None], jnp.ones((1, self.ppo.num_envs), bool)
@@ -239,14 +243,14 @@ class Run:
             key=key,
             update_step=jnp.asarray(0, jnp.int32),
             episodes=empty_window(),
-            hyper=self.hyper,
+            hyper=hyper,
         )
         return _distinct_buffers(state)
 
-    def reset_envs(self, key: jax.Array) -> tuple[Any, Any]:
-        """``(env state, first timesteps)`` of the training envs (the host envs' run replaces
-        it, :mod:`stoixlite.run.host`)."""
-        return self.env.with_params(self.hyper.env).reset(key)
+    def reset_envs(self, key: jax.Array, env_params: dict[str, Any]) -> tuple[Any, Any]:
+        """``(env state, first timesteps)`` of the training envs, reset with ``env_params``
+        (``Hyper.env``) (the host envs' run replaces it, :mod:`stoixlite.run.host`)."""
+        return self.env.with_params(env_params).reset(key)
 
     def _keys(self) -> tuple[jax.Array, jax.Array]:
         """``(host keys, init keys)``: ``key, init_key = split(PRNGKey(seed))`` of every lane's
@@ -258,11 +262,12 @@ class Run:
         return jnp.stack([p[0] for p in pairs]), jnp.stack([p[1] for p in pairs])
 
     def initial_states(self) -> LearnerState:
+        """Every lane's :meth:`init_state` with its own values (leading lane axis when L > 1),
+        computed eagerly (or traced: ``jax.eval_shape`` of it gives the state's shapes)."""
         init_keys = self._keys()[1]
         if self.num_lanes == 1:
-            return self.init_state(init_keys)
-        states = jax.vmap(self.init_state)(init_keys).replace(hyper=self.lane_hyper())
-        return _distinct_buffers(states)
+            return self.init_state(init_keys, self.hyper)
+        return _distinct_buffers(jax.vmap(self.init_state)(init_keys, self.lane_hyper()))
 
     def _compiled_initial_states(self) -> LearnerState:
         """:meth:`initial_states` computed by one compiled program per seed instead of eagerly (run
@@ -270,27 +275,22 @@ class Run:
         XLA's backend optimisations (it runs once). Per seed, not vmapped over the seeds: a
         vmapped orthogonal init is a batched LAPACK QR, which waits for the XLA CPU thread pool
         from inside it and deadlocked on 2 cores (jaxlib 0.10, framestack/elman with 3 seeds)."""
-        init_keys = self._keys()[1]
-        init = self._compiled_init(init_keys if self.num_lanes == 1 else init_keys[0])
+        init_keys, hypers = self._keys()[1], self.lane_hypers()
         if self.num_lanes == 1:
-            return _unaliased(init(init_keys))
-        states = [init(k) for k in init_keys]
-        stack = jax.jit(lambda s, h: jax.tree.map(lambda *x: jnp.stack(x), *s).replace(hyper=h))
-        return stack(states, self.lane_hyper())
+            return _unaliased(self._compiled_init(init_keys, self.hyper)(init_keys, self.hyper))
+        init = self._compiled_init(init_keys[0], hypers[0])
+        return _stack_lanes([init(k, h) for k, h in zip(init_keys, hypers, strict=True)])
 
-    def _compiled_init(self, key: jax.Array) -> Any:
-        """:meth:`init_state` compiled for one seed's ``key``. The run's
-        :class:`~stoixlite.ppo.types.Hyper` values are constants of that program, so it is shared
-        (``compiled``) by the copies of a cached run whose values are the same (the jobs of a
-        seed sweep: one compile per multirun process instead of one per job); only the newest
-        values' program is kept."""
-        values = _values_key(self.hyper)
-        held = self.compiled.get("init")
-        if held is None or held[0] != values:
-            one = jax.jit(self.init_state).lower(key)
-            held = (values, one.compile(_RUN_ONCE_COMPILER_OPTIONS))
-            self.compiled["init"] = held
-        return held[1]
+    def _compiled_init(self, key: jax.Array, hyper: Hyper) -> Any:
+        """:meth:`init_state` compiled for one seed's ``key`` and
+        :class:`~stoixlite.ppo.types.Hyper` values ``hyper``, both inputs of the program (its
+        shapes and dtypes only are read here): one compile serves every lane of the run and is
+        shared (``compiled``) by the copies of a cached run, the jobs of a multirun process with
+        one compile key whatever their seeds and values (a sweep over ``system.lr``)."""
+        if "init" not in self.compiled:
+            one = jax.jit(self.init_state).lower(key, hyper)
+            self.compiled["init"] = one.compile(_RUN_ONCE_COMPILER_OPTIONS)
+        return self.compiled["init"]
 
     def init(self) -> tuple[Any, jax.Array]:
         """Initial learner state and host PRNG key of every seed (leading seed axis when S > 1),
@@ -342,6 +342,12 @@ class Run:
 _RUN_ONCE_COMPILER_OPTIONS = {"xla_backend_optimization_level": 0}
 
 
+@jax.jit
+def _stack_lanes(trees: list[Any]) -> Any:
+    """One tree of the lanes' ``trees`` (a leading lane axis on each leaf, lanes in order)."""
+    return jax.tree.map(lambda *x: jnp.stack(x), *trees)
+
+
 def _split_members(tree: Any, members: int, seeds: int) -> list[Any]:
     """``tree`` (leading lane axis when members x seeds > 1) as one tree per member, its lanes'
     part: ``[S, ...]``, or without the axis for one seed (as a run alone has it)."""
@@ -365,14 +371,6 @@ def _put_member(
 
     learner = tree["learner"].replace(hyper=hyper)
     return jax.tree.map(put, state, learner), put(key, tree["host_key"])
-
-
-def _values_key(tree: Any) -> tuple[Any, ...]:
-    """What identifies ``tree``'s concrete values exactly: its structure and each leaf's dtype,
-    shape and bytes."""
-    leaves, treedef = jax.tree.flatten(tree)
-    arrays = [np.asarray(leaf) for leaf in leaves]
-    return (str(treedef), *((a.dtype.str, a.shape, a.tobytes()) for a in arrays))
 
 
 def _distinct_buffers(tree: Any) -> Any:
