@@ -29,6 +29,9 @@ HEAVY: dict[str, str] = {
     "tests/test_popgym_table_kill.py": "the table runner killed while it writes",
     "tests/test_popgym_table_fused.py": "table cells trained fused and alone through the runner",
     "tests/test_set_observations.py": "PPO updates and rule checks of the card-table env",
+    "tests/test_benchmark_sweep.py::test_a_tiny_sweep_is_timed_fused_against_the_basic_launcher": (
+        "two sweeps of the command line in subprocesses"
+    ),
     # Tests and cases.
     "tests/test_memory_references.py::test_matches_sequential_reference[dnc]": _REFERENCE,
     "tests/test_memory_references.py::test_matches_sequential_reference[gtrxl]": _REFERENCE,

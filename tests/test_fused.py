@@ -24,6 +24,7 @@ from conftest import TINY, run_cli, run_config
 from stoixlite.benchmark.fused import main as benchmark_fused
 from stoixlite.config.plan import plan_run
 from stoixlite.run import build
+from stoixlite.run import fused as fused_module
 from stoixlite.run.fused import Member, train_group
 from stoixlite.run.loop import train
 from stoixlite.run.member_parts import MemberParts, members_axis, over_members, part_sizes
@@ -186,8 +187,8 @@ def poison_lane(monkeypatch, lane: int, at_chunk: int) -> None:
     compile_programs = Run.compile_programs
     calls = {"n": 0}
 
-    def patched(self, state, key):
-        learn = compile_programs(self, state, key)
+    def patched(self, state, key, also=()):
+        learn = compile_programs(self, state, key, also)
 
         def poisoned(state):
             state, metrics = learn(state)
@@ -237,6 +238,38 @@ def test_a_member_at_its_target_return_stops_alone(fused, tmp_path):
         assert ckpt.all_steps() == [1]
     got = read_jsonl(members[1].run_dir / "metrics.jsonl")
     assert_close_records(got, read_jsonl(root / "alone1" / "metrics.jsonl"))
+
+
+def count_chunk_starts(monkeypatch) -> dict[str, int]:
+    """The number of learn chunks the group has started (``"n"``), counted where the loop starts
+    them (a chunk then computes in another thread)."""
+    begin = fused_module._Started.begin.__func__
+    calls = {"n": 0}
+
+    def counted(cls, pool, learn, state):
+        calls["n"] += 1
+        return begin(cls, pool, learn, state)
+
+    monkeypatch.setattr(fused_module._Started, "begin", classmethod(counted))
+    return calls
+
+
+@pytest.mark.parametrize("target", [None, -1000.0])
+def test_the_next_chunk_computes_while_the_members_are_saved(tmp_path, monkeypatch, target):
+    """After a chunk's records, the next chunk starts before the members' records are handed on
+    and their checkpoints saved, unless no member trains another chunk (its last chunk, or every
+    member at its ``arch.target_return``): no chunk is computed that no member uses."""
+    calls = count_chunk_starts(monkeypatch)
+    extra = [] if target is None else [f"arch.target_return={target}"]
+    members = [Member(planned(o + extra), tmp_path / f"m{k}") for k, o in enumerate(MEMBERS)]
+    seen: list[tuple[int, int, int]] = []
+    train_group(members, lambda index, chunk, _: seen.append((index, chunk, calls["n"])))
+    if target is None:  # chunks 0, 1 start the next one; the last one does not
+        assert seen == [(k, c, min(c + 2, 3)) for c in range(3) for k in range(3)]
+    else:  # every member stops at its target after chunk 0
+        assert seen == [(k, 0, 1) for k in range(3)]
+    assert calls["n"] == seen[-1][2]
+    assert all(m.error is None and math.isfinite(m.final) for m in members)
 
 
 def test_a_group_of_other_programs_is_refused():

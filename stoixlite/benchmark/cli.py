@@ -55,6 +55,10 @@ TOOLS = {
         "stoixlite.benchmark.fused",
         "a sweep's runs as one program (hydra/launcher=fused) against one after another",
     ),
+    "sweep": (
+        "stoixlite.benchmark.sweep",
+        "a whole sweep's processes: hydra/launcher=fused against the basic launcher or one job",
+    ),
     "soak": (
         "stoixlite.benchmark.soak",
         "a long run or multirun: memory, open files and disk per chunk or job, litter",

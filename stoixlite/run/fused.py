@@ -27,6 +27,7 @@ import math
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,7 @@ from stoixlite.run.divergence import (
     nonfinite_message,
 )
 from stoixlite.run.footprint import check_fits, run_devices
-from stoixlite.run.loop import Training, end_chunk, num_actions, open_outputs
+from stoixlite.run.loop import Training, end_chunk, num_actions, open_outputs, target_reached
 from stoixlite.run.parts import Run, make_raw_env, run_hyper
 from stoixlite.run.resume import CONFIG_FILE, HostState, checkpoint_tree
 from stoixlite.run.run_dir import (
@@ -132,24 +133,34 @@ def train_group(
         return
     start = time.perf_counter()
     state, key = run.init()
-    learn = run.compile_programs(state, key)
+    chunk_programs = (  # what each chunk calls besides a run's own programs
+        (run.lanes_finite, (state.params,)),
+        (run.split_members, (checkpoint_tree(state, key),)),
+    )
+    learn = run.compile_programs(state, key, also=chunk_programs)
     compile_s = time.perf_counter() - start
     if run.plan.budget_note:
         print(run.plan.budget_note)
     training = [seat for seat in seats if seat is not None]
+    chunks = ThreadPoolExecutor(1, thread_name_prefix="fused-chunk")  # where a chunk computes
     try:
         for seat in training:
             seat.t.compile_s = compile_s
             seat.t.recorder.start(0, 0)
         with StopRequest() as stop:
+            started = None
             while not all(seat.done for seat in training):
-                state, key, stops = _chunk(run, learn, state, key, seats, start, stop, on_chunk_end)
+                started = started or _Started.begin(chunks, learn, state)
+                state, key, stops, started = _chunk(
+                    run, learn, started, key, seats, start, stop, on_chunk_end, chunks
+                )
                 state, key = _rollbacks(run, state, key, seats)
                 if stops:
                     for line in stops[:-1]:
                         print(str(line), file=sys.stderr)
                     raise stops[-1]
     finally:
+        chunks.shutdown(wait=False, cancel_futures=True)
         for seat in training:
             _finish(seat, start)  # the members still open: stopped, or the group failed
 
@@ -171,28 +182,49 @@ def _open(member: Member, run: Run, index: int, seeds: int) -> _Seat | None:
     return _Seat(member, t, slice(index * seeds, (index + 1) * seeds))
 
 
+@dataclass
+class _Started:
+    """A learn chunk computing (``future``: the learn program's ``(state, metrics)``), and when it
+    was started."""
+
+    future: Future
+    at: float
+
+    @classmethod
+    def begin(
+        cls, pool: ThreadPoolExecutor, learn: Callable[[Any], tuple[Any, Any]], state: Any
+    ) -> _Started:
+        """``learn(state)`` started in ``pool`` (``state`` is donated to it)."""
+        return cls(pool.submit(learn, state), time.perf_counter())
+
+
 def _chunk(
     run: Run,
     learn: Callable[[Any], tuple[Any, dict[str, Any]]],
-    state: Any,
+    started: _Started,
     key: jax.Array,
     seats: list[_Seat | None],
     start: float,
     stop: StopRequest,
     on_chunk_end: Callable[[int, int, dict[str, float]], None] | None,
-) -> tuple[Any, jax.Array, list[TrainingInterrupted]]:
-    """One learn chunk of every lane, then each member in training's record and checkpoint
-    (:func:`_record`); returns the group's learner state and host key, and after a stop signal
-    the stops of the members that saved their checkpoint for it."""
-    tic = time.perf_counter()
-    state, metrics = learn(state)
+    pool: ThreadPoolExecutor,
+) -> tuple[Any, jax.Array, list[TrainingInterrupted], _Started | None]:
+    """The ``started`` learn chunk of every lane, then each member in training's record and
+    checkpoint (:func:`_record`). Returns the group's learner state and host key, the stops of
+    the members that saved their checkpoint for a stop signal, and the next chunk when it was
+    started already: as soon as the records show that it is trained as it would be after them
+    (no stop signal, no member rolling back, a member still training after this chunk), it
+    computes while the members' records are handed on and their checkpoints saved (the state
+    returned is then the next chunk's input, donated to it)."""
+    state, metrics = started.future.result()
     metrics = to_host(metrics)
-    train_s = time.perf_counter() - tic
+    train_s = time.perf_counter() - started.at
     signum, stops = stop.signum, []
     finite = np.asarray(to_host(run.lanes_finite(state.params))).reshape(-1)
     key, eval_key = run.split(key)
     evaluation = to_host(run.evaluator(state.params, state.hyper, eval_key))
     parts = run.split_members(checkpoint_tree(state, key))
+    records: dict[int, dict[str, float]] = {}
     for index, seat in enumerate(seats):
         if seat is None or seat.done:
             continue
@@ -201,7 +233,17 @@ def _chunk(
             _nonfinite(seat, bad)
             continue
         seat.t.state, seat.t.key = parts[index]["learner"], parts[index]["host_key"]
-        record = _record(run, seat, _lanes(metrics, seat), _lanes(evaluation, seat), train_s, start)
+        records[index] = _record(
+            run, seat, _lanes(metrics, seat), _lanes(evaluation, seat), train_s, start
+        )
+    following = None
+    if signum is None and not any(s is not None and s.rollback for s in seats):
+        if any(_continues(run, seats[index], record) for index, record in records.items()):
+            jax.block_until_ready(parts)  # the members' trees, read before the state is donated
+            following = _Started.begin(pool, learn, state)
+    for index, record in records.items():
+        seat = seats[index]
+        assert seat is not None
         if on_chunk_end is not None:
             on_chunk_end(index, seat.t.host.chunk, record)
         try:
@@ -218,7 +260,16 @@ def _chunk(
                 ckpt = seat.t.recorder.checkpointer
                 saved = ckpt.latest_step() if ckpt is not None else None
                 stops.append(TrainingInterrupted(signum, seat.t.run_dir, saved))
-    return state, key, stops
+    return state, key, stops, following
+
+
+def _continues(run: Run, seat: _Seat | None, record: dict[str, float]) -> bool:
+    """Whether the member of ``record`` (its chunk's, not yet handed to :func:`end_chunk`) trains
+    another chunk after it: neither its last chunk nor its ``arch.target_return`` reached."""
+    assert seat is not None
+    target = seat.t.cfg.arch.target_return
+    last = seat.t.host.chunk + 1 >= run.plan.num_chunks
+    return not last and not target_reached(record["eval/episode_return"], target)
 
 
 def _lanes(tree: Any, seat: _Seat) -> Any:

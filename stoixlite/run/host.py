@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -132,11 +133,15 @@ class HostRun(Run):
         """The host envs' first timesteps (reset by :meth:`init`; no env state on device)."""
         return None, self._timestep
 
-    def compile_programs(self, state: Any, key: jax.Array) -> Any:
+    def compile_programs(
+        self, state: Any, key: jax.Array, also: Sequence[tuple[Callable, tuple[Any, ...]]] = ()
+    ) -> Any:
         """Compile the policy step and the learner by running them once on a rollout of zeros
         of the real shapes and dtypes (the envs do not step; ``state`` is left as it is), so
         that ``time/compile_s`` holds the compile time and the first chunk's steps per second
-        do not. Returns :attr:`learn`."""
+        do not; and the jitted programs of ``also`` for their arguments. Returns :attr:`learn`."""
+        for program, args in also:
+            program.lower(*args).compile()
         assert self.vector is not None and self.vector.timestep is not None
         host_ts = self.vector.timestep
         ts = to_device(host_ts)

@@ -119,16 +119,21 @@ class MemberParts:
         return _LoweredParts(self, args)
 
     def compile(self, *args: Any) -> Callable[..., Any]:
-        """Every part's program compiled for ``args``' shapes (one compilation per distinct size,
-        at the same time), as one callable. The small cut and join programs compile at its first
-        call."""
+        """Every part's program compiled for ``args``' shapes (one compilation per distinct size),
+        and the small cut and join programs into the jit caches their calls hit, all at the same
+        time; returns one callable."""
         parts = jax.eval_shape(self.cut, args)
         first = dict(zip(self.sizes, parts, strict=True))  # one part's shapes per size
+        outs = {size: jax.eval_shape(self.programs[size], *part) for size, part in first.items()}
         jobs = [self.programs[size].lower(*part) for size, part in first.items()]
-        with ThreadPoolExecutor(len(jobs)) as pool:
+        small = [self.cut.lower(args), self.join.lower([outs[size] for size in self.sizes])]
+        with ThreadPoolExecutor(len(jobs) + len(small)) as pool:
+            warm = [pool.submit(lowered.compile) for lowered in small]
             compiled = dict(
                 zip(first, pool.map(lambda lowered: lowered.compile(), jobs), strict=True)
             )
+            for future in warm:
+                future.result()
         programs = [compiled[size] for size in self.sizes]
         return lambda *call_args: self._run(programs, call_args)
 

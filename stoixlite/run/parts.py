@@ -19,7 +19,7 @@ learner state. A run alone is the group of its own plan.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
@@ -308,17 +308,21 @@ class Run:
             self.compiled_learn = self.compiled["learn"]
         return self.compiled_learn
 
-    def compile_programs(self, state: Any, key: jax.Array) -> Any:
+    def compile_programs(
+        self, state: Any, key: jax.Array, also: Sequence[tuple[Callable, tuple[Any, ...]]] = ()
+    ) -> Any:
         """Compile every program of a chunk for ``state`` and host ``key``; returns the compiled
-        ``learn``. The small programs (``evaluator``, ``split``, ``params_finite``) compile in
-        background threads while ``learn`` compiles here (XLA compiles release the GIL), into
-        the jit caches their later calls hit; this hides their compile time behind ``learn``'s.
+        ``learn``. The small programs (``evaluator``, ``split``, ``params_finite``, and the
+        caller's jitted programs with their arguments in ``also``) compile in background threads
+        while ``learn`` compiles here (XLA compiles release the GIL), into the jit caches their
+        later calls hit; this hides their compile time behind ``learn``'s.
         """
-        small = (
+        small = [
             (self.evaluator, (state.params, state.hyper, key)),  # key: the eval keys' shape
             (self.split, (key,)),
             (self.params_finite, (state.params,)),
-        )
+        ]
+        small.extend(also)
         with ThreadPoolExecutor(max_workers=len(small)) as pool:
             pending = [pool.submit(lambda f=f, a=a: f.lower(*a).compile()) for f, a in small]
             learn = self.compile_learn(state)
