@@ -274,7 +274,9 @@ class Run:
         eagerly, the network's init alone compiles ~150 single operations), compiled without
         XLA's backend optimisations (it runs once). Per seed, not vmapped over the seeds: a
         vmapped orthogonal init is a batched LAPACK QR, which waits for the XLA CPU thread pool
-        from inside it and deadlocked on 2 cores (jaxlib 0.10, framestack/elman with 3 seeds)."""
+        from inside it and deadlocked on 2 cores (jaxlib 0.10, framestack/elman with 3 seeds).
+        Each lane's call takes its own values (:meth:`lane_hypers`: a fused member's lanes reset
+        their envs with its env params), so the lanes share the program."""
         init_keys, hypers = self._keys()[1], self.lane_hypers()
         if self.num_lanes == 1:
             return _unaliased(self._compiled_init(init_keys, self.hyper)(init_keys, self.hyper))
