@@ -124,8 +124,8 @@ class MemberParts:
         time; returns one callable."""
         parts = jax.eval_shape(self.cut, args)
         first = dict(zip(self.sizes, parts, strict=True))  # one part's shapes per size
-        outs = {size: jax.eval_shape(self.programs[size], *part) for size, part in first.items()}
         jobs = [self.programs[size].lower(*part) for size, part in first.items()]
+        outs = {size: lowered.out_info for size, lowered in zip(first, jobs, strict=True)}
         small = [self.cut.lower(args), self.join.lower([outs[size] for size in self.sizes])]
         with ThreadPoolExecutor(len(jobs) + len(small)) as pool:
             warm = [pool.submit(lowered.compile) for lowered in small]
