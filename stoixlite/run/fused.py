@@ -16,7 +16,10 @@ its newest checkpoint with ``system.lr`` halved, without recompiling: the rate i
 evaluated, logged, checkpointed, and stopped at its ``arch.target_return``. A member that is done
 (finished, stopped at its target, failed) keeps its lanes in the program, which computes them
 unused, until every member is done; its outputs are final when it is done. ``train/sps`` of a
-member is its own env steps over the chunk's wall time (the group's steps are the sum).
+member is its own env steps over the chunk's wall time (the group's steps are the sum). Once a
+chunk's records show that the next chunk is needed and trains as it would after them (no stop
+signal, no member rolling back, a member still training), the next chunk computes (in a thread
+of its own) while the members' records are handed on and their checkpoints saved.
 """
 
 from __future__ import annotations
