@@ -2,7 +2,8 @@
 records and checkpoint of the run of its config alone (up to float rounding), on a group whose
 members differ in seed, learning rate and an env parameter (gymnax CartPole's gravity, a traced
 ``EnvParams`` float); a member that diverges stops or rolls back alone, one that reaches its
-``arch.target_return`` stops alone; and the ``fused`` Hydra launcher trains a sweep so: one
+``arch.target_return`` stops alone; the next chunk computes while the members' outputs are
+written, and a stop signal then still saves it; and the ``fused`` Hydra launcher trains a sweep so: one
 program per group, a line for a sweep split into programs and for a job that cannot be fused,
 every job a run directory that evaluates on its own, a failing job's exit status.
 
@@ -13,6 +14,8 @@ single-run program (and the launcher sweep's second network).
 from __future__ import annotations
 
 import math
+import os
+import signal
 from pathlib import Path
 
 import jax
@@ -30,6 +33,7 @@ from stoixlite.run.loop import train
 from stoixlite.run.member_parts import MemberParts, members_axis, over_members, part_sizes
 from stoixlite.run.parts import Run, make_raw_env
 from stoixlite.run.resume import checkpoint_tree
+from stoixlite.run.signals import TrainingInterrupted
 from stoixlite.tracking.checkpointing import Checkpointer, checkpoint_dir
 from stoixlite.tracking.jsonl import read_jsonl
 from stoixlite.tracking.state_arrays import pack_state
@@ -270,6 +274,29 @@ def test_the_next_chunk_computes_while_the_members_are_saved(tmp_path, monkeypat
         assert seen == [(k, 0, 1) for k in range(3)]
     assert calls["n"] == seen[-1][2]
     assert all(m.error is None and math.isfinite(m.final) for m in members)
+
+
+def test_a_stop_signal_while_the_next_chunk_computes(fused, tmp_path):
+    """SIGTERM arrives while chunk 1 computes beside chunk 0's saves: chunk 1 is finished, logged
+    and saved by every member, the group stops, and each member resumed alone ends with the
+    records of its run that never stopped."""
+    plans, _, _, root = fused
+    members = [Member(plan, tmp_path / f"m{k}") for k, plan in enumerate(plans)]
+
+    def stop_at_chunk_0(index: int, chunk: int, _: dict) -> None:
+        if index == 0 and chunk == 0:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    with pytest.raises(TrainingInterrupted) as stop:
+        train_group(members, stop_at_chunk_0)
+    assert stop.value.signum == signal.SIGTERM and stop.value.chunk == 2
+    for k, (plan, member) in enumerate(zip(plans, members, strict=True)):
+        assert len(read_jsonl(member.run_dir / "metrics.jsonl")) == 2
+        with Checkpointer(checkpoint_dir(member.run_dir), plan.fingerprint) as ckpt:
+            assert ckpt.latest_step() == 2
+        train(plan, member.run_dir, resume=True)
+        got = read_jsonl(member.run_dir / "metrics.jsonl")
+        assert_close_records(got, read_jsonl(root / f"alone{k}" / "metrics.jsonl"))
 
 
 def test_a_group_of_other_programs_is_refused():
