@@ -3,9 +3,9 @@ records and checkpoint of the run of its config alone (up to float rounding), on
 members differ in seed, learning rate and an env parameter (gymnax CartPole's gravity, a traced
 ``EnvParams`` float); a member that diverges stops or rolls back alone, one that reaches its
 ``arch.target_return`` stops alone; the next chunk computes while the members' outputs are
-written, and a stop signal then still saves it; and the ``fused`` Hydra launcher trains a sweep so: one
-program per group, a line for a sweep split into programs and for a job that cannot be fused,
-every job a run directory that evaluates on its own, a failing job's exit status.
+written, and a stop signal then still saves it; and the ``fused`` Hydra launcher trains a
+sweep so: one program per group, a line for a sweep split into programs and for a job that cannot
+be fused, every job a run directory that evaluates on its own, a failing job's exit status.
 
 Every run shares one tiny CartPole config, so this module compiles one group program and one
 single-run program (and the launcher sweep's second network).
