@@ -138,7 +138,7 @@ def train_group(
     state, key = run.init()
     chunk_programs = (  # what each chunk calls besides a run's own programs
         (run.lanes_finite, (state.params,)),
-        (run.split_members, (checkpoint_tree(state, key),)),
+        (run.member_lanes, (checkpoint_tree(state, key), np.int32(0))),
     )
     learn = run.compile_programs(state, key, also=chunk_programs)
     compile_s = time.perf_counter() - start

@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 from stoixlite.config.plan import RunPlan
@@ -132,8 +133,9 @@ class Run:
     (``update``, ``learn_chunk``, ``evaluate``) and the compiled programs over all its lanes
     (``learn``: learner state donated; ``evaluator``; ``split`` of the host keys;
     ``params_finite``: one flag, every parameter of every lane finite, checked after each chunk;
-    ``lanes_finite``: one flag per lane; ``split_members`` and ``put_member``: a member's lanes
-    out of and into a group's state), laid out on the devices of ``placement``.
+    ``lanes_finite``: one flag per lane; ``split_members`` (with ``member_lanes``, its program)
+    and ``put_member``: a member's lanes out of and into a group's state), laid out on the
+    devices of ``placement``.
     ``envs_on_host``: the envs step on the host (:mod:`stoixlite.run.host`), not inside the
     compiled programs. ``hyper``: the run's :class:`~stoixlite.ppo.types.Hyper` values;
     ``members``: the plans of a fused group (empty for a run alone, the group of its own plan),
@@ -158,6 +160,7 @@ class Run:
     params_finite: Callable[[Any], jax.Array] = field(init=False)
     lanes_finite: Callable[[Any], jax.Array] = field(init=False)
     split_members: Callable[[Any], list[Any]] = field(init=False)
+    member_lanes: Callable[[Any, Any], Any] = field(init=False)  # one member's (index an input)
     put_member: Callable[..., tuple[Any, jax.Array]] = field(init=False)
     compiled_learn: Any = field(init=False, default=None)  # ``learn`` compiled ahead of time
     # Programs compiled ahead of time (and the memory estimate, run/footprint.py), shared by the
@@ -181,7 +184,10 @@ class Run:
         self.split = over_seeds(split_key, lanes, False, (rep,), rep)
         self.params_finite = over_seeds(all_finite, 1)  # one flag over all lanes (no vmap)
         self.lanes_finite = over_seeds(all_finite, lanes, False, (rep,), rep)
-        self.split_members = jax.jit(partial(_split_members, members=members, seeds=seeds))
+        self.member_lanes = jax.jit(partial(_member_lanes, seeds=seeds))
+        self.split_members = partial(
+            _split_members, members=members, seeds=seeds, lanes=self.member_lanes
+        )
         self.put_member = jax.jit(
             partial(_put_member, seeds=seeds),
             donate_argnums=(0, 1),
@@ -354,13 +360,25 @@ def _stack_lanes(trees: list[Any]) -> Any:
     return jax.tree.map(lambda *x: jnp.stack(x), *trees)
 
 
-def _split_members(tree: Any, members: int, seeds: int) -> list[Any]:
-    """``tree`` (leading lane axis when members x seeds > 1) as one tree per member, its lanes'
-    part: ``[S, ...]``, or without the axis for one seed (as a run alone has it)."""
+def _member_lanes(tree: Any, index: jax.Array, seeds: int) -> Any:
+    """Member ``index``'s part of ``tree`` (leading lane axis): its lanes ``[S, ...]``, or
+    without the axis for one seed (as a run alone has it). One program serves every member
+    (``index`` is an input), where a program of every member's slices would grow with the
+    group and compile for seconds."""
+
+    def take(x: jax.Array) -> jax.Array:
+        part = jax.lax.dynamic_slice_in_dim(x, index * seeds, seeds, 0)
+        return part[0] if seeds == 1 else part
+
+    return jax.tree.map(take, tree)
+
+
+def _split_members(tree: Any, members: int, seeds: int, lanes: Callable[..., Any]) -> list[Any]:
+    """``tree`` (leading lane axis when members x seeds > 1) as one tree per member:
+    ``lanes(tree, m)`` (:func:`_member_lanes`, jitted) of each member ``m``."""
     if members * seeds == 1:
         return [tree]
-    pick = (lambda m: m * seeds) if seeds == 1 else (lambda m: slice(m * seeds, (m + 1) * seeds))
-    return [jax.tree.map(lambda x, m=m: x[pick(m)], tree) for m in range(members)]
+    return [lanes(tree, np.int32(m)) for m in range(members)]
 
 
 def _put_member(
