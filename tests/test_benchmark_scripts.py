@@ -51,7 +51,7 @@ MEMORY_TOOL = "stoixlite.benchmark memory"
         (TOOL, ["sweep", "system.lr=1e-3,3e-4", "hydra/launcher=basic"], "sets hydra/launcher"),
         (TOOL, ["sweep", "arch.seed=0,1", "hydra.sweep.dir=x"], "sets hydra.sweep.dir"),
         (TOOL, ["sweep", "system.lr=[1e-3"], "system.lr=[1e-3"),
-        (TOOL, ["sweep", "arch.seed=interval(0,1)"], "an interval sweep"),
+        (TOOL, ["sweep", "arch.seed=interval(0,1)"], "an interval is not a list of values"),
         (TOOL, ["sweep", "system.nope=1,2"], "system.nope"),
         (TOOL, ["sweep", "system.lr=abc,1e-3"], "system.lr"),
         (MEMORY_TOOL, ["--models", "nope"], "unknown model 'nope'"),

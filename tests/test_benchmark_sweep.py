@@ -15,26 +15,27 @@ from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
 
 from stoixlite.benchmark import sweep
+from stoixlite.cli.sweep_overrides import sweep_combinations
 
 SWEEP = [
     "network=gru",
     "system.lr=1e-4,3e-4,1e-3",
     "+env.kwargs.gravity=9.8,12.0",
     "arch.seed=range(0,3)",
-    "~logger.wandb",
 ]
 
 
 def test_jobs_are_the_basic_sweepers_in_its_order():
+    """The sweep's jobs (:func:`stoixlite.cli.sweep_overrides.sweep_combinations`) are Hydra's."""
     parsed = OverridesParser.create().parse_overrides(SWEEP)
     hydra_jobs = [job for batch in BasicSweeper.split_arguments(parsed, None) for job in batch]
-    jobs = sweep.sweep_jobs(SWEEP)
+    jobs = sweep_combinations(SWEEP)
     assert len(jobs) == 18 and jobs == hydra_jobs
 
 
 def test_sides_run_the_sweep_fused_and_the_other_side(tmp_path):
     args = sweep.parse_args(["--against", "one", "--rounds", "2", *SWEEP])
-    jobs = sweep.sweep_jobs(SWEEP)
+    jobs = sweep_combinations(SWEEP)
     odd, even = sweep.sides(args, jobs, tmp_path, 1), sweep.sides(args, jobs, tmp_path, 2)
     assert [s.label for s in odd] == ["fused", "first job alone"]
     assert [s.label for s in even] == ["first job alone", "fused"]

@@ -15,7 +15,7 @@ threads):
 The sides alternate within a round and swap their order every round, so that machine load hits
 both alike. Every process must exit 0 and every job write a finite final eval return; the tool
 reports per round the wall and CPU seconds of each side and the ratio fused / other (below 1: the
-fused sweep is faster), the compile seconds the jobs record (``time/compile_s``), and with
+fused sweep is faster), and with
 ``--against basic`` the largest difference between a job's final eval return fused and basic (the
 same runs: rounding apart, a difference grows over a run's updates). Outputs go to a temporary
 directory, removed at the end (``--keep DIR`` keeps them). JAX's persistent compilation cache is
@@ -35,7 +35,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import itertools
 import json
 import math
 import os
@@ -51,6 +50,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 from stoixlite.cli.args import OneLineArgumentParser, fail, last_error_line, output_dir_error
+from stoixlite.cli.sweep_overrides import sweep_combinations
 from stoixlite.tracking.files import METRICS_FILE
 
 PROG = "python -m stoixlite.benchmark sweep"
@@ -61,7 +61,7 @@ AGAINST = {"basic": "basic launcher", "one": "first job alone"}
 @dataclass
 class Side:
     """One timed process: its label, command, output directory and, once run, wall and CPU
-    seconds and its jobs' final eval returns and compile seconds (by job directory name)."""
+    seconds and its jobs' final eval returns (by job directory name)."""
 
     label: str
     command: list[str]
@@ -69,7 +69,6 @@ class Side:
     wall: float = math.nan
     cpu: float = math.nan
     finals: dict[str, float] | None = None
-    compile_s: dict[str, float] | None = None
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
@@ -101,40 +100,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return args
 
 
-def sweep_jobs(overrides: list[str]) -> list[list[str]]:
-    """The overrides of each job of the sweep, in Hydra's order (the basic sweeper's: the product
-    of the ``a,b`` lists, the last key varying fastest). Raises ``ValueError`` with one line for
-    what Hydra cannot parse or the basic sweeper cannot expand (an interval sweep)."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.errors import HydraException
-
-    parser, parsed = OverridesParser.create(), []
-    for text in overrides:
-        try:
-            parsed.append(parser.parse_override(text))
-        except HydraException as error:
-            raise ValueError(f"{text!r} does not parse: {str(error).splitlines()[0]}") from None
-    lists = []
-    for override in parsed:
-        key = override.get_key_element()
-        if not override.is_sweep_override():
-            lists.append([f"{key}={override.get_value_element_as_str()}"])
-        elif override.is_discrete_sweep():
-            lists.append([f"{key}={value}" for value in override.sweep_string_iterator()])
-        else:
-            raise ValueError(f"{override.input_line}: an interval sweep needs an optimiser sweeper")
-    return [list(job) for job in itertools.product(*lists)]
-
-
-def read_job(run_dir: Path) -> tuple[float, float]:
-    """``(final eval return, compile seconds)`` of a job's directory: its last ``metrics.jsonl``
-    record (NaN where there is none)."""
+def final_return(run_dir: Path) -> float:
+    """The final eval return of a job's directory: its last ``metrics.jsonl`` record's (NaN
+    where there is none)."""
     path = run_dir / METRICS_FILE
     lines = path.read_text().splitlines() if path.exists() else []
     last = json.loads(lines[-1]) if lines else {}
-    return float(last.get("eval/episode_return", math.nan)), float(
-        last.get("time/compile_s", math.nan)
-    )
+    return float(last.get("eval/episode_return", math.nan))
 
 
 def job_dirs(side: Side) -> list[Path]:
@@ -161,12 +133,11 @@ def run_side(side: Side, jobs: int) -> None:
     if proc.returncode != 0:
         line = last_error_line(log.read_text())
         fail(f"the {side.label} side exited {proc.returncode}: {line} (log: {log})", 1, PROG)
-    read = {d.name: read_job(d) for d in job_dirs(side)}
-    side.finals = {name: final for name, (final, _) in read.items()}
-    side.compile_s = {name: compile_s for name, (_, compile_s) in read.items()}
+    side.finals = {d.name: final_return(d) for d in job_dirs(side)}
+    wrote = len(side.finals)
     bad = [name for name, final in side.finals.items() if not math.isfinite(final)]
-    if len(read) != jobs or bad:
-        what = f"{len(read)} of {jobs} jobs wrote metrics" if len(read) != jobs else ""
+    if wrote != jobs or bad:
+        what = f"{wrote} of {jobs} jobs wrote metrics" if wrote != jobs else ""
         what = what or f"no finite final eval return in {', '.join(bad)}"
         fail(f"the {side.label} side: {what} (log: {log})", 1, PROG)
 
@@ -205,7 +176,7 @@ def header(args: argparse.Namespace, jobs: int) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        jobs = sweep_jobs(args.overrides)
+        jobs = sweep_combinations(args.overrides)
     except ValueError as error:
         fail(str(error), prog=PROG)
     if len(jobs) < 2:
@@ -221,11 +192,8 @@ def main(argv: list[str] | None = None) -> int:
     other = AGAINST[args.against]
     for line in header(args, len(jobs)):
         print(line, flush=True)
-    print(
-        f"| round | fused: wall s / CPU s | {other}: wall s / CPU s | fused / other: wall "
-        "| compile s: fused / other |"
-    )
-    print("|---|---|---|---|---|", flush=True)
+    print(f"| round | fused: wall s / CPU s | {other}: wall s / CPU s | fused / other: wall |")
+    print("|---|---|---|---|", flush=True)
     try:
         for number in range(1, args.rounds + 1):
             timed = {}
@@ -233,12 +201,10 @@ def main(argv: list[str] | None = None) -> int:
                 run_side(side, len(jobs) if side.label != AGAINST["one"] else 1)
                 timed[side.label] = side
             fused, against = timed["fused"], timed[other]
-            assert fused.compile_s is not None and against.compile_s is not None
             print(
                 f"| {number}{' (fused first)' if number % 2 else ''} | {fused.wall:.1f} / "
                 f"{fused.cpu:.1f} | {against.wall:.1f} / {against.cpu:.1f} | "
-                f"{fused.wall / against.wall:.2f} | {max(fused.compile_s.values()):.1f} / "
-                f"{max(against.compile_s.values()):.1f} |",
+                f"{fused.wall / against.wall:.2f} |",
                 flush=True,
             )
             if args.against == "basic":
